@@ -1,0 +1,332 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// WriteTarget says where the migration sends its no-op writes.
+// +kubebuilder:validation:Enum=Object;Status
+type WriteTarget string
+
+const (
+	// WriteToObject patches the object itself. This is the default and what
+	// almost every CRD needs.
+	WriteToObject WriteTarget = "Object"
+	// WriteToStatus patches the /status subresource, for CRDs whose admission
+	// webhooks reject no-op writes to the main resource. The CRD must have the
+	// status subresource enabled.
+	WriteToStatus WriteTarget = "Status"
+)
+
+// Phase is the step of the graduation a policy is in.
+// +kubebuilder:validation:Enum=Pending;Preflight;SwitchingStorage;Migrating;Pruning;Retiring;Graduated;Blocked
+type Phase string
+
+// The phases of a graduation, in the order a CRD walks through them. Blocked
+// can follow any of them; its reason is in the conditions.
+const (
+	PhasePending          Phase = "Pending"
+	PhasePreflight        Phase = "Preflight"
+	PhaseSwitchingStorage Phase = "SwitchingStorage"
+	PhaseMigrating        Phase = "Migrating"
+	PhasePruning          Phase = "Pruning"
+	PhaseRetiring         Phase = "Retiring"
+	PhaseGraduated        Phase = "Graduated"
+	PhaseBlocked          Phase = "Blocked"
+)
+
+// Condition types set on a CRDVersionPolicy. Each one can be waited on with
+// `kubectl wait --for=condition=<type>`.
+const (
+	// ConditionReady is True when the policy is fully carried out.
+	ConditionReady = "Ready"
+	// ConditionPreflightPassed is True when the checks before the storage
+	// switch passed.
+	ConditionPreflightPassed = "PreflightPassed"
+	// ConditionStorageVersionSet is True when the CRD stores the policy's
+	// storage version.
+	ConditionStorageVersionSet = "StorageVersionSet"
+	// ConditionMigrated is True when every object was rewritten in the
+	// storage version.
+	ConditionMigrated = "Migrated"
+	// ConditionStoredVersionsPruned is True when status.storedVersions of the
+	// CRD lists only the storage version.
+	ConditionStoredVersionsPruned = "StoredVersionsPruned"
+	// ConditionVersionsRetired is True when every listed version is
+	// deprecated or unserved as the policy asks.
+	ConditionVersionsRetired = "VersionsRetired"
+)
+
+// CRDVersionPolicySpec says which version a CustomResourceDefinition should
+// store and which of its old versions to deprecate and stop serving.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.storageVersion) || !has(self.unserve) || self.unserve.all(u, u.version != self.storageVersion)",message="storageVersion cannot also be listed in unserve: the API server needs the storage version served"
+type CRDVersionPolicySpec struct {
+	// StorageVersion is the version the CRD should store. Graduator sets
+	// storage: true on it, rewrites every object and prunes
+	// status.storedVersions. Leave it empty to let the CRD manifest own the
+	// storage flag (GitOps mode): Graduator then migrates and prunes whenever
+	// the CRD's own storage version changes and never writes spec.versions.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="storageVersion must be a version name such as v1 or v1beta1: lower-case letters, digits and '-', starting with a letter"
+	StorageVersion string `json:"storageVersion,omitempty"`
+
+	// Deprecate lists versions to mark deprecated. They stay served, and
+	// clients that use them get the warning.
+	// +optional
+	// +listType=map
+	// +listMapKey=version
+	// +kubebuilder:validation:MaxItems=32
+	Deprecate []DeprecatedVersion `json:"deprecate,omitempty"`
+
+	// Unserve lists versions to stop serving once it is safe: after the grace
+	// period, and never while the version is stored. Remove a version from
+	// this list (or set served: true on the CRD in GitOps mode) to roll back.
+	// +optional
+	// +listType=map
+	// +listMapKey=version
+	// +kubebuilder:validation:MaxItems=32
+	Unserve []UnservedVersion `json:"unserve,omitempty"`
+
+	// Migration tunes the storage migration.
+	// +optional
+	// +kubebuilder:default={}
+	Migration MigrationSettings `json:"migration,omitempty"`
+
+	// CleanupManagedFields drops metadata.managedFields entries of versions
+	// that are no longer served, which otherwise break later server-side
+	// applies. Defaults to true.
+	// +optional
+	// +kubebuilder:default=true
+	CleanupManagedFields *bool `json:"cleanupManagedFields,omitempty"`
+
+	// Paused stops Graduator from taking any further step. A running
+	// migration stops between writes and resumes from its saved progress when
+	// the policy is unpaused.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// DeprecatedVersion is a version to mark deprecated.
+type DeprecatedVersion struct {
+	// Version is the name of a version of the CRD, such as v1alpha1.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="version must be a version name such as v1 or v1beta1: lower-case letters, digits and '-', starting with a letter"
+	Version string `json:"version"`
+
+	// Warning is returned to clients that use the version. The API server
+	// writes a default warning when it is empty.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Warning string `json:"warning,omitempty"`
+}
+
+// UnservedVersion is a version to stop serving.
+type UnservedVersion struct {
+	// Version is the name of a version of the CRD, such as v1alpha1.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="version must be a version name such as v1 or v1beta1: lower-case letters, digits and '-', starting with a letter"
+	Version string `json:"version"`
+
+	// After is the grace period, counted from when the version was marked
+	// deprecated, before it stops being served. A Go duration such as 168h.
+	// Zero unserves the version as soon as it is no longer stored.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="after must be a duration such as 168h, 90m or 0s"
+	After *metav1.Duration `json:"after,omitempty"`
+}
+
+// MigrationSettings tunes the storage migration.
+type MigrationSettings struct {
+	// Concurrency is the number of objects rewritten in parallel.
+	// +optional
+	// +kubebuilder:default=16
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	Concurrency int32 `json:"concurrency,omitempty"`
+
+	// PageSize is the number of objects fetched by each LIST call.
+	// +optional
+	// +kubebuilder:default=500
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	PageSize int64 `json:"pageSize,omitempty"`
+
+	// QPS is the ceiling on writes per second, to spare the API server and
+	// etcd of a busy cluster.
+	// +optional
+	// +kubebuilder:default=200
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	QPS int32 `json:"qps,omitempty"`
+
+	// WriteTo is where the no-op writes go: Object (the default) or Status,
+	// for CRDs whose admission webhooks reject no-op writes to the object.
+	// +optional
+	// +kubebuilder:default=Object
+	WriteTo WriteTarget `json:"writeTo,omitempty"`
+
+	// SettleDelay is how long to wait after the storage version switched
+	// before the migration starts, so that every API server of the control
+	// plane writes the new version. A Go duration; defaults to 10s.
+	// +optional
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="settleDelay must be a duration such as 10s or 1m"
+	SettleDelay *metav1.Duration `json:"settleDelay,omitempty"`
+}
+
+// CRDVersionPolicyStatus is what Graduator observed and did.
+type CRDVersionPolicyStatus struct {
+	// ObservedGeneration is the policy generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase is the step of the graduation the CRD is in.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// StorageVersion is the CRD's storage version as last observed.
+	// +optional
+	StorageVersion string `json:"storageVersion,omitempty"`
+
+	// StoredVersions is the CRD's status.storedVersions as last observed.
+	// +optional
+	// +listType=atomic
+	StoredVersions []string `json:"storedVersions,omitempty"`
+
+	// Migration is the durable progress of the storage migration: a
+	// restarted operator resumes from here.
+	// +optional
+	Migration *MigrationStatus `json:"migration,omitempty"`
+
+	// Conditions say what is done and, when something is not, why.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MigrationStatus is the progress of one storage migration run.
+type MigrationStatus struct {
+	// CRDGeneration is the CRD generation the run started on. The run
+	// restarts when the CRD changes under it, and pruning is refused.
+	// +optional
+	CRDGeneration int64 `json:"crdGeneration,omitempty"`
+
+	// StorageVersion is the version the run migrates objects to.
+	// +optional
+	StorageVersion string `json:"storageVersion,omitempty"`
+
+	// ResourceVersion is the checkpoint taken after the storage switch
+	// settled: objects written after it are already stored in the new
+	// version and are not rewritten.
+	// +optional
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+
+	// ContinueToken is where the listing resumes.
+	// +optional
+	ContinueToken string `json:"continueToken,omitempty"`
+
+	// Listed is the number of objects listed so far.
+	// +optional
+	Listed int64 `json:"listed,omitempty"`
+	// Rewritten is the number of objects rewritten so far.
+	// +optional
+	Rewritten int64 `json:"rewritten,omitempty"`
+	// Skipped is the number of objects deleted or already rewritten by
+	// someone else meanwhile.
+	// +optional
+	Skipped int64 `json:"skipped,omitempty"`
+	// Failed is the number of objects that could not be rewritten.
+	// +optional
+	Failed int64 `json:"failed,omitempty"`
+
+	// Progress is a human summary, "rewritten+skipped/listed", for kubectl
+	// get.
+	// +optional
+	Progress string `json:"progress,omitempty"`
+
+	// Failures names some of the objects that could not be rewritten.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Failures []MigrationFailure `json:"failures,omitempty"`
+
+	// StartedAt is when the run started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// CompletedAt is when the run listed and rewrote its last object.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+}
+
+// MigrationFailure names an object the migration could not rewrite.
+type MigrationFailure struct {
+	// Namespace of the object; empty for cluster-scoped objects.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	Name string `json:"name"`
+	// Reason is the error the API server returned.
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason"`
+}
+
+// CRDVersionPolicy governs the versions of one CustomResourceDefinition. Its
+// name is the CRD's name, <plural>.<group>.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=cvp;crdvp,categories=graduator
+// +kubebuilder:printcolumn:name="Storage",type=string,JSONPath=`.status.storageVersion`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.migration.progress`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?){2,}$')",message="metadata.name must be the name of the CRD the policy governs, <plural>.<group>, such as pizzas.restaurant.example.com"
+type CRDVersionPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec CRDVersionPolicySpec `json:"spec,omitempty"`
+	// +optional
+	Status CRDVersionPolicyStatus `json:"status,omitempty"`
+}
+
+// CRDVersionPolicyList is a list of CRDVersionPolicy.
+//
+// +kubebuilder:object:root=true
+type CRDVersionPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CRDVersionPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CRDVersionPolicy{}, &CRDVersionPolicyList{})
+}

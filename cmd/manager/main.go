@@ -1,0 +1,101 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command manager runs the Graduator operator.
+package main
+
+import (
+	"flag"
+	"os"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+)
+
+// The manager itself needs leases for leader election and events to report
+// what it does; each controller declares its own permissions.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+func main() {
+	var (
+		metricsAddr string
+		probeAddr   string
+		leaderElect bool
+		leaderNS    string
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080",
+		"The address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081",
+		"The address the health (/healthz) and readiness (/readyz) probes bind to.")
+	flag.BoolVar(&leaderElect, "leader-elect", false,
+		"Elect a leader before reconciling, so that only one replica migrates at a time.")
+	flag.StringVar(&leaderNS, "leader-election-namespace", "",
+		"The namespace of the leader election lease; defaults to the pod's namespace when running in a cluster.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(apiextensionsv1.AddToScheme(scheme))
+	utilruntime.Must(graduatorv1alpha1.AddToScheme(scheme))
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "graduator.graduator.io",
+		LeaderElectionNamespace: leaderNS,
+		// Releasing the lease on SIGTERM lets a new replica take over at once
+		// instead of waiting for the lease to expire. Safe because main
+		// returns right after the manager stops.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		log.Error(err, "unable to create the manager")
+		os.Exit(1)
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		log.Error(err, "unable to add the health check")
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		log.Error(err, "unable to add the readiness check")
+		os.Exit(1)
+	}
+
+	log.Info("starting the manager")
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "the manager stopped with an error")
+		os.Exit(1)
+	}
+	log.Info("the manager stopped")
+}
