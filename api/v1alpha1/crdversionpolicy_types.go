@@ -212,10 +212,22 @@ type CRDVersionPolicyStatus struct {
 	// +optional
 	StorageVersion string `json:"storageVersion,omitempty"`
 
+	// StorageVersionSince is when Graduator first observed the CRD storing
+	// StorageVersion. The migration waits for the settle delay after it.
+	// +optional
+	StorageVersionSince *metav1.Time `json:"storageVersionSince,omitempty"`
+
 	// StoredVersions is the CRD's status.storedVersions as last observed.
 	// +optional
 	// +listType=atomic
 	StoredVersions []string `json:"storedVersions,omitempty"`
+
+	// Versions is the state of each version of the CRD as last observed.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Versions []VersionStatus `json:"versions,omitempty"`
 
 	// Migration is the durable progress of the storage migration: a
 	// restarted operator resumes from here.
@@ -228,6 +240,30 @@ type CRDVersionPolicyStatus struct {
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// VersionStatus is the observed state of one version of the CRD.
+type VersionStatus struct {
+	// Name of the version.
+	Name string `json:"name"`
+	// Served is the version's served flag.
+	// +optional
+	Served bool `json:"served,omitempty"`
+	// Storage is the version's storage flag.
+	// +optional
+	Storage bool `json:"storage,omitempty"`
+	// Deprecated is the version's deprecated flag.
+	// +optional
+	Deprecated bool `json:"deprecated,omitempty"`
+	// DeprecatedSince is when Graduator first observed the version
+	// deprecated. The grace period before it stops being served counts from
+	// here.
+	// +optional
+	DeprecatedSince *metav1.Time `json:"deprecatedSince,omitempty"`
+	// ManagedFieldsCleaned is true once the managedFields entries of this
+	// (unserved) version were removed from every object.
+	// +optional
+	ManagedFieldsCleaned bool `json:"managedFieldsCleaned,omitempty"`
 }
 
 // MigrationStatus is the progress of one storage migration run.

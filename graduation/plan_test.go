@@ -1,0 +1,435 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package graduation_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/graduation"
+)
+
+func TestGraduation(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "graduation")
+}
+
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
+
+// crd builds pizzas.restaurant.example.com with the given versions; the
+// first letter of each flag string says served (s), storage (S),
+// deprecated (d): "sS" is a served storage version.
+type ver struct {
+	name, flags string
+	schema      string
+}
+
+func crd(stored []string, versions ...ver) *apiextensionsv1.CustomResourceDefinition {
+	c := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "pizzas.restaurant.example.com", Generation: 5},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group:      "restaurant.example.com",
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter},
+		},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: stored},
+	}
+	for _, v := range versions {
+		cv := apiextensionsv1.CustomResourceDefinitionVersion{Name: v.name}
+		for _, f := range v.flags {
+			switch f {
+			case 's':
+				cv.Served = true
+			case 'S':
+				cv.Storage = true
+			case 'd':
+				cv.Deprecated = true
+			}
+		}
+		schema := v.schema
+		if schema == "" {
+			schema = v.name
+		}
+		cv.Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", Description: schema,
+		}}
+		c.Spec.Versions = append(c.Spec.Versions, cv)
+	}
+	return c
+}
+
+type policyOpt func(*graduatorv1alpha1.CRDVersionPolicy)
+
+func policy(storage string, opts ...policyOpt) *graduatorv1alpha1.CRDVersionPolicy {
+	p := &graduatorv1alpha1.CRDVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "pizzas.restaurant.example.com"},
+		Spec: graduatorv1alpha1.CRDVersionPolicySpec{
+			StorageVersion:       storage,
+			CleanupManagedFields: ptr.To(true),
+			Migration:            graduatorv1alpha1.MigrationSettings{SettleDelay: &metav1.Duration{Duration: 10 * time.Second}},
+		},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func unserve(version string, after time.Duration) policyOpt {
+	return func(p *graduatorv1alpha1.CRDVersionPolicy) {
+		p.Spec.Unserve = append(p.Spec.Unserve, graduatorv1alpha1.UnservedVersion{
+			Version: version, After: &metav1.Duration{Duration: after},
+		})
+	}
+}
+
+func deprecate(version, warning string) policyOpt {
+	return func(p *graduatorv1alpha1.CRDVersionPolicy) {
+		p.Spec.Deprecate = append(p.Spec.Deprecate, graduatorv1alpha1.DeprecatedVersion{Version: version, Warning: warning})
+	}
+}
+
+func paused(p *graduatorv1alpha1.CRDVersionPolicy) { p.Spec.Paused = true }
+
+// storedSince records that the storage version was observed d ago.
+func storedSince(version string, d time.Duration) policyOpt {
+	return func(p *graduatorv1alpha1.CRDVersionPolicy) {
+		p.Status.StorageVersion = version
+		p.Status.StorageVersionSince = ago(d)
+	}
+}
+
+func run(r graduatorv1alpha1.MigrationStatus) policyOpt {
+	return func(p *graduatorv1alpha1.CRDVersionPolicy) { p.Status.Migration = &r }
+}
+
+func versionStatus(vs ...graduatorv1alpha1.VersionStatus) policyOpt {
+	return func(p *graduatorv1alpha1.CRDVersionPolicy) { p.Status.Versions = vs }
+}
+
+type expect struct {
+	action       graduation.Action
+	phase        graduatorv1alpha1.Phase
+	versions     []string
+	restart      bool
+	requeue      time.Duration
+	readyReason  string
+	readyStatus  metav1.ConditionStatus
+	condition    string // a condition to check besides Ready
+	condStatus   metav1.ConditionStatus
+	condReason   string
+	messageParts []string
+}
+
+var _ = Describe("Plan", func() {
+	alpha := ver{name: "v1alpha1", flags: "sS"}
+	alphaServed := ver{name: "v1alpha1", flags: "s"}
+	alphaDeprecated := ver{name: "v1alpha1", flags: "sd"}
+	alphaUnserved := ver{name: "v1alpha1", flags: "d"}
+	beta := ver{name: "v1beta1", flags: "s"}
+	betaStorage := ver{name: "v1beta1", flags: "sS"}
+	migrated := graduatorv1alpha1.MigrationStatus{
+		StorageVersion: "v1beta1", CRDGeneration: 5, Listed: 10, Rewritten: 9, Skipped: 1,
+		StartedAt: ago(time.Minute), CompletedAt: ago(30 * time.Second),
+	}
+	settled := true
+
+	DescribeTable("the next step",
+		func(c *apiextensionsv1.CustomResourceDefinition, p *graduatorv1alpha1.CRDVersionPolicy,
+			preflight *graduation.PreflightResult, storageSettled bool, want expect) {
+			step := graduation.Plan(graduation.Input{
+				CRD: c, Policy: p, Now: now, Preflight: preflight, StorageSettled: storageSettled,
+			})
+			Expect(step.Action).To(Equal(want.action), "action; Ready says %q", step.Message())
+			Expect(step.Phase).To(Equal(want.phase), "phase")
+			Expect(step.Restart).To(Equal(want.restart), "restart")
+			if want.versions != nil {
+				Expect(step.Versions).To(Equal(want.versions))
+			}
+			Expect(step.RequeueAfter).To(Equal(want.requeue), "requeue after")
+
+			ready := meta.FindStatusCondition(step.Conditions, graduatorv1alpha1.ConditionReady)
+			Expect(ready).NotTo(BeNil())
+			readyStatus := want.readyStatus
+			if readyStatus == "" {
+				readyStatus = metav1.ConditionFalse
+			}
+			Expect(ready.Status).To(Equal(readyStatus), "Ready: %s", ready.Message)
+			Expect(ready.Reason).To(Equal(want.readyReason), "Ready: %s", ready.Message)
+			for _, part := range want.messageParts {
+				Expect(ready.Message).To(ContainSubstring(part))
+			}
+			if want.condition != "" {
+				cond := meta.FindStatusCondition(step.Conditions, want.condition)
+				Expect(cond).NotTo(BeNil(), want.condition)
+				Expect(cond.Status).To(Equal(want.condStatus), "%s: %s", want.condition, cond.Message)
+				Expect(cond.Reason).To(Equal(want.condReason), "%s: %s", want.condition, cond.Message)
+			}
+			// Every condition is always reported, so kubectl wait never
+			// waits on a condition that does not exist.
+			for _, t := range []string{
+				graduatorv1alpha1.ConditionReady, graduatorv1alpha1.ConditionPreflightPassed,
+				graduatorv1alpha1.ConditionStorageVersionSet, graduatorv1alpha1.ConditionMigrated,
+				graduatorv1alpha1.ConditionStoredVersionsPruned, graduatorv1alpha1.ConditionVersionsRetired,
+			} {
+				Expect(meta.FindStatusCondition(step.Conditions, t)).NotTo(BeNil(), t)
+			}
+		},
+
+		// Refusals: nothing is changed.
+		Entry("a paused policy does nothing",
+			crd([]string{"v1alpha1"}, alpha, beta), policy("v1beta1", paused), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhasePending, readyReason: graduation.ReasonPaused}),
+		Entry("a policy for a missing CRD is blocked with CRDNotFound",
+			nil, policy("v1beta1"), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, readyReason: graduation.ReasonCRDNotFound,
+				messageParts: []string{"pizzas.restaurant.example.com does not exist"}}),
+		Entry("an unknown storage version is blocked with UnknownVersion",
+			crd([]string{"v1alpha1"}, alpha, beta), policy("v2"), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
+				readyReason: graduation.ReasonUnknownVersion, messageParts: []string{`"v2"`, "v1alpha1, v1beta1", "nothing was changed"}}),
+		Entry("a typo in the versions to unserve is blocked with UnknownVersion",
+			crd([]string{"v1alpha1"}, alpha, beta), policy("v1beta1", unserve("v1alpah1", 0)), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
+				readyReason: graduation.ReasonUnknownVersion, messageParts: []string{"v1alpah1"}}),
+		Entry("an unserved target version is blocked",
+			crd([]string{"v1alpha1"}, alpha, ver{name: "v1beta1"}), policy("v1beta1"), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
+				readyReason: graduation.ReasonVersionNotServed}),
+		Entry("different schemas without a conversion webhook are blocked before the switch",
+			func() *apiextensionsv1.CustomResourceDefinition {
+				c := crd([]string{"v1alpha1"}, alpha, beta)
+				c.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+				return c
+			}(), policy("v1beta1"), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
+				readyReason: graduation.ReasonConversionNotConfigured,
+				condition:   graduatorv1alpha1.ConditionPreflightPassed, condStatus: metav1.ConditionFalse,
+				condReason: graduation.ReasonConversionNotConfigured}),
+
+		// Preflight and the storage switch.
+		Entry("a new target runs the preflight first",
+			crd([]string{"v1alpha1"}, alpha, beta), policy("v1beta1"), nil, settled,
+			expect{action: graduation.ActionPreflight, phase: graduatorv1alpha1.PhasePreflight, readyReason: graduation.ReasonInProgress,
+				condition: graduatorv1alpha1.ConditionStorageVersionSet, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonSwitchPending}),
+		Entry("identical schemas need no conversion webhook",
+			func() *apiextensionsv1.CustomResourceDefinition {
+				c := crd([]string{"v1alpha1"}, ver{name: "v1alpha1", flags: "sS", schema: "same"}, ver{name: "v1beta1", flags: "s", schema: "same"})
+				c.Spec.Conversion = nil
+				return c
+			}(), policy("v1beta1"), nil, settled,
+			expect{action: graduation.ActionPreflight, phase: graduatorv1alpha1.PhasePreflight, readyReason: graduation.ReasonInProgress}),
+		Entry("a failed preflight blocks and names the cause",
+			crd([]string{"v1alpha1"}, alpha, beta), policy("v1beta1"),
+			&graduation.PreflightResult{Reason: "ConversionFailed", Message: "default/margherita: conversion webhook unavailable"}, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
+				readyReason: graduation.ReasonPreflightFailed, messageParts: []string{"default/margherita", "nothing was changed"},
+				condition:   graduatorv1alpha1.ConditionPreflightPassed, condStatus: metav1.ConditionFalse, condReason: "ConversionFailed"}),
+		Entry("a passed preflight switches the storage version",
+			crd([]string{"v1alpha1"}, alpha, beta), policy("v1beta1"), &graduation.PreflightResult{Passed: true}, settled,
+			expect{action: graduation.ActionSwitchStorage, phase: graduatorv1alpha1.PhaseSwitchingStorage, readyReason: graduation.ReasonInProgress,
+				condition: graduatorv1alpha1.ConditionPreflightPassed, condStatus: metav1.ConditionTrue, condReason: graduation.ReasonPreflightSucceeded}),
+
+		// Settling and migrating.
+		Entry("the migration waits while discovery still shows the old storage version",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("v1beta1", storedSince("v1beta1", time.Minute)), nil, false,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseMigrating, requeue: 2 * time.Second, readyReason: graduation.ReasonInProgress,
+				condition: graduatorv1alpha1.ConditionMigrated, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonSettling}),
+		Entry("the migration waits for the settle delay after the switch",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("v1beta1", storedSince("v1beta1", 4*time.Second)), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseMigrating, requeue: 6 * time.Second, readyReason: graduation.ReasonInProgress}),
+		Entry("a settled switch starts a new migration",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("v1beta1", storedSince("v1beta1", time.Minute)), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
+		Entry("an unfinished run resumes from its saved progress",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(graduatorv1alpha1.MigrationStatus{
+				StorageVersion: "v1beta1", CRDGeneration: 5, ContinueToken: "abc", Listed: 500, StartedAt: ago(time.Minute),
+			})), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, readyReason: graduation.ReasonInProgress}),
+		Entry("a CRD change during the run restarts it",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(graduatorv1alpha1.MigrationStatus{
+				StorageVersion: "v1beta1", CRDGeneration: 4, ContinueToken: "abc", Listed: 500, StartedAt: ago(time.Minute),
+			})), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
+		Entry("a complete run on an older CRD generation is never pruned: it runs again",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(func() graduatorv1alpha1.MigrationStatus {
+				r := migrated
+				r.CRDGeneration = 4
+				return r
+			}())), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
+		Entry("a complete run to another version is never pruned: it runs again",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(func() graduatorv1alpha1.MigrationStatus {
+				r := migrated
+				r.StorageVersion = "v1alpha1"
+				return r
+			}())), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
+		Entry("a run with failures is never pruned and blocks until the retry",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(func() graduatorv1alpha1.MigrationStatus {
+				r := migrated
+				r.Failed = 1
+				r.CompletedAt = ago(10 * time.Second)
+				r.Failures = []graduatorv1alpha1.MigrationFailure{{Namespace: "default", Name: "hawaii", Reason: "admission webhook denied"}}
+				return r
+			}())), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: 20 * time.Second,
+				readyReason: graduation.ReasonMigrationFailed, messageParts: []string{"default/hawaii", "not pruned"},
+				condition:   graduatorv1alpha1.ConditionStoredVersionsPruned, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonWaitingForMigration}),
+		Entry("a run with failures is retried from the start after the retry interval",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", storedSince("v1beta1", time.Hour), run(func() graduatorv1alpha1.MigrationStatus {
+				r := migrated
+				r.Failed = 1
+				r.CompletedAt = ago(time.Minute)
+				return r
+			}())), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonMigrationFailed}),
+		Entry("a complete clean run on this generation prunes storedVersions",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(migrated)), nil, settled,
+			expect{action: graduation.ActionPrune, phase: graduatorv1alpha1.PhasePruning, readyReason: graduation.ReasonInProgress,
+				condition: graduatorv1alpha1.ConditionMigrated, condStatus: metav1.ConditionTrue, condReason: graduation.ReasonMigrated}),
+
+		// Retiring.
+		Entry("after pruning, listed versions are deprecated first",
+			crd([]string{"v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", deprecate("v1alpha1", "use v1beta1"), unserve("v1alpha1", time.Hour), run(migrated)), nil, settled,
+			expect{action: graduation.ActionDeprecate, phase: graduatorv1alpha1.PhaseRetiring, versions: []string{"v1alpha1"},
+				readyReason: graduation.ReasonInProgress,
+				condition:   graduatorv1alpha1.ConditionStoredVersionsPruned, condStatus: metav1.ConditionTrue, condReason: graduation.ReasonPruned}),
+		Entry("a changed warning is written again",
+			crd([]string{"v1beta1"}, alphaDeprecated, betaStorage),
+			policy("v1beta1", deprecate("v1alpha1", "use v1beta1")), nil, settled,
+			expect{action: graduation.ActionDeprecate, phase: graduatorv1alpha1.PhaseRetiring, versions: []string{"v1alpha1"},
+				readyReason: graduation.ReasonInProgress}),
+		Entry("a deprecated version is served until its grace period ends",
+			crd([]string{"v1beta1"}, alphaDeprecated, betaStorage),
+			policy("v1beta1", unserve("v1alpha1", time.Hour), versionStatus(graduatorv1alpha1.VersionStatus{
+				Name: "v1alpha1", Served: true, Deprecated: true, DeprecatedSince: ago(20 * time.Minute),
+			})), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseRetiring, requeue: 40 * time.Minute,
+				readyReason: graduation.ReasonGracePeriod, messageParts: []string{"v1alpha1 stops being served in 40m0s"},
+				condition:   graduatorv1alpha1.ConditionVersionsRetired, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonGracePeriod}),
+		Entry("after the grace period the version is unserved",
+			crd([]string{"v1beta1"}, alphaDeprecated, betaStorage),
+			policy("v1beta1", unserve("v1alpha1", time.Hour), versionStatus(graduatorv1alpha1.VersionStatus{
+				Name: "v1alpha1", Served: true, Deprecated: true, DeprecatedSince: ago(2 * time.Hour),
+			})), nil, settled,
+			expect{action: graduation.ActionUnserve, phase: graduatorv1alpha1.PhaseRetiring, versions: []string{"v1alpha1"},
+				readyReason: graduation.ReasonInProgress}),
+		Entry("the storage version is never unserved (GitOps mode lets the manifest store it)",
+			crd([]string{"v1alpha1"}, ver{name: "v1alpha1", flags: "sSd"}, beta),
+			policy("", unserve("v1alpha1", 0)), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
+				readyReason: graduation.ReasonUnsafeToUnserve}),
+		Entry("an unserved version's managedFields are cleaned",
+			crd([]string{"v1beta1"}, alphaUnserved, betaStorage),
+			policy("v1beta1", unserve("v1alpha1", 0), versionStatus(graduatorv1alpha1.VersionStatus{Name: "v1alpha1", Deprecated: true})), nil, settled,
+			expect{action: graduation.ActionCleanupManagedFields, phase: graduatorv1alpha1.PhaseRetiring, versions: []string{"v1alpha1"},
+				readyReason: graduation.ReasonInProgress}),
+		Entry("an unserved, cleaned version leaves the CRD graduated",
+			crd([]string{"v1beta1"}, alphaUnserved, betaStorage),
+			policy("v1beta1", unserve("v1alpha1", 0), versionStatus(graduatorv1alpha1.VersionStatus{Name: "v1alpha1", Deprecated: true, ManagedFieldsCleaned: true})), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseGraduated, readyStatus: metav1.ConditionTrue,
+				readyReason: graduation.ReasonGraduated}),
+		Entry("a version removed from the CRD after retiring it stays graduated",
+			crd([]string{"v1beta1"}, betaStorage),
+			policy("v1beta1", unserve("v1alpha1", 0), versionStatus(graduatorv1alpha1.VersionStatus{Name: "v1alpha1", Deprecated: true, ManagedFieldsCleaned: true})), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseGraduated, readyStatus: metav1.ConditionTrue,
+				readyReason: graduation.ReasonGraduated}),
+		Entry("a CRD that only ever stored the target needs no migration",
+			crd([]string{"v1beta1"}, betaStorage), policy("v1beta1"), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseGraduated, readyStatus: metav1.ConditionTrue,
+				readyReason: graduation.ReasonGraduated,
+				condition:   graduatorv1alpha1.ConditionMigrated, condStatus: metav1.ConditionTrue, condReason: graduation.ReasonNothingToMigrate}),
+
+		// GitOps mode: the CRD manifest owns spec.versions.
+		Entry("GitOps mode never switches storage itself; it migrates after the manifest did",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("", storedSince("v1beta1", time.Minute)), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
+		Entry("GitOps mode with nothing stale is graduated",
+			crd([]string{"v1alpha1"}, alpha, beta), policy(""), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseGraduated, readyStatus: metav1.ConditionTrue, readyReason: graduation.ReasonGraduated}),
+		Entry("GitOps mode advises the manifest change instead of unserving",
+			crd([]string{"v1beta1"}, alphaDeprecated, betaStorage),
+			policy("", unserve("v1alpha1", 0), versionStatus(graduatorv1alpha1.VersionStatus{
+				Name: "v1alpha1", Served: true, Deprecated: true, DeprecatedSince: ago(time.Hour),
+			})), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseRetiring,
+				readyReason: graduation.ReasonAwaitingManifestChange, messageParts: []string{"v1alpha1 is no longer stored: it can be unserved"}}),
+		Entry("GitOps mode advises deprecation instead of writing it",
+			crd([]string{"v1beta1"}, alphaServed, betaStorage), policy("", deprecate("v1alpha1", "")), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseRetiring,
+				readyReason: graduation.ReasonAwaitingManifestChange, messageParts: []string{"v1alpha1 can be marked deprecated"}}),
+	)
+})
+
+var _ = Describe("Observe", func() {
+	It("keeps when a version was first seen deprecated and when the storage version changed", func() {
+		status := &graduatorv1alpha1.CRDVersionPolicyStatus{}
+		c := crd([]string{"v1alpha1", "v1beta1"}, ver{name: "v1alpha1", flags: "sd"}, ver{name: "v1beta1", flags: "sS"})
+		graduation.Observe(c, status, now.Add(-time.Hour))
+		Expect(status.StorageVersion).To(Equal("v1beta1"))
+		Expect(status.StorageVersionSince.Time).To(Equal(now.Add(-time.Hour)))
+		Expect(status.StoredVersions).To(Equal([]string{"v1alpha1", "v1beta1"}))
+
+		graduation.Observe(c, status, now)
+		Expect(status.StorageVersionSince.Time).To(Equal(now.Add(-time.Hour)), "unchanged storage keeps its timestamp")
+		Expect(status.Versions).To(HaveLen(2))
+		Expect(status.Versions[0].Name).To(Equal("v1alpha1"))
+		Expect(status.Versions[0].DeprecatedSince.Time).To(Equal(now.Add(-time.Hour)), "deprecation keeps its first timestamp")
+
+		// Un-deprecating and deprecating again restarts the grace period.
+		c.Spec.Versions[0].Deprecated = false
+		graduation.Observe(c, status, now)
+		Expect(status.Versions[0].DeprecatedSince).To(BeNil())
+		c.Spec.Versions[0].Deprecated = true
+		graduation.Observe(c, status, now)
+		Expect(status.Versions[0].DeprecatedSince.Time).To(Equal(now))
+	})
+
+	It("remembers versions removed from the CRD", func() {
+		status := &graduatorv1alpha1.CRDVersionPolicyStatus{}
+		graduation.Observe(crd([]string{"v1beta1"}, ver{name: "v1alpha1", flags: "d"}, ver{name: "v1beta1", flags: "sS"}), status, now)
+		graduation.Observe(crd([]string{"v1beta1"}, ver{name: "v1beta1", flags: "sS"}), status, now)
+		Expect(status.Versions).To(ConsistOf(
+			HaveField("Name", "v1beta1"),
+			And(HaveField("Name", "v1alpha1"), HaveField("Served", false)),
+		))
+	})
+
+	It("forgets a managedFields cleanup when the version is served again", func() {
+		status := &graduatorv1alpha1.CRDVersionPolicyStatus{Versions: []graduatorv1alpha1.VersionStatus{{Name: "v1alpha1", ManagedFieldsCleaned: true}}}
+		graduation.Observe(crd([]string{"v1beta1"}, ver{name: "v1alpha1", flags: "s"}, ver{name: "v1beta1", flags: "sS"}), status, now)
+		Expect(status.Versions[0].ManagedFieldsCleaned).To(BeFalse())
+	})
+})
