@@ -85,7 +85,6 @@ const (
 	ReasonGracePeriod             = "GracePeriod"
 	ReasonRetired                 = "Retired"
 	ReasonAwaitingManifestChange  = "AwaitingManifestChange"
-	ReasonUnsafeToUnserve         = "UnsafeToUnserve"
 	ReasonCleaningManagedFields   = "CleaningManagedFields"
 	ReasonGraduated               = "Graduated"
 	ReasonInProgress              = "InProgress"
@@ -455,11 +454,11 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 			continue // removed from the CRD: retired for good
 		}
 		if want.unserve && (want.name == target || slices.Contains(p.crd.Status.StoredVersions, want.name)) {
-			p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonUnsafeToUnserve,
-				"%s is the storage version or still stored; it cannot stop being served", want.name)
-			return p.blocked(s, ReasonUnsafeToUnserve,
-				"refusing to unserve %s of %s: it is the storage version or listed in status.storedVersions; nothing was changed",
-				want.name, p.crd.Name)
+			// Only reachable in GitOps mode (the schema forbids unserving the
+			// policy's storage version, and pruning came first): the manifest
+			// still stores the version.
+			advice = append(advice, fmt.Sprintf("%s is still the storage version: switch storage to another version first", want.name))
+			continue
 		}
 		if want.deprecate && (!v.Deprecated || !equalPtr(v.DeprecationWarning, want.warning)) {
 			if gitOps {
