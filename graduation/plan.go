@@ -460,18 +460,28 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 			advice = append(advice, fmt.Sprintf("%s is still the storage version: switch storage to another version first", want.name))
 			continue
 		}
-		if want.deprecate && (!v.Deprecated || !equalPtr(v.DeprecationWarning, want.warning)) {
-			if gitOps {
-				advice = append(advice, fmt.Sprintf("%s can be marked deprecated", want.name))
-			} else {
-				toDeprecate = append(toDeprecate, want.name)
+		if want.unserve && !v.Served {
+			// Unserved (by us or by the manifest): only the cleanup is left.
+			if p.spec.CleanupManagedFields == nil || *p.spec.CleanupManagedFields {
+				if vs := p.versionStatus(want.name); vs == nil || !vs.ManagedFieldsCleaned {
+					toClean = append(toClean, want.name)
+				}
 			}
 			continue
 		}
-		if !want.unserve {
+		if want.deprecate && (!v.Deprecated || !equalPtr(v.DeprecationWarning, want.warning)) {
+			switch {
+			case !gitOps:
+				toDeprecate = append(toDeprecate, want.name)
+			case want.unserve:
+				advice = append(advice, fmt.Sprintf("%s is no longer stored: mark it deprecated, then unserve it after %s",
+					want.name, want.unserveAge))
+			default:
+				advice = append(advice, fmt.Sprintf("%s can be marked deprecated", want.name))
+			}
 			continue
 		}
-		if v.Served {
+		if want.unserve {
 			left := p.graceLeft(want)
 			switch {
 			case left > 0:
@@ -483,12 +493,6 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 				advice = append(advice, fmt.Sprintf("%s is no longer stored: it can be unserved", want.name))
 			default:
 				toUnserve = append(toUnserve, want.name)
-			}
-			continue
-		}
-		if p.spec.CleanupManagedFields == nil || *p.spec.CleanupManagedFields {
-			if vs := p.versionStatus(want.name); vs == nil || !vs.ManagedFieldsCleaned {
-				toClean = append(toClean, want.name)
 			}
 		}
 	}

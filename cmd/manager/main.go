@@ -19,11 +19,14 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -31,6 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/controllers"
 )
 
 // The manager itself needs leases for leader election and events to report
@@ -45,6 +49,7 @@ func main() {
 		probeAddr   string
 		leaderElect bool
 		leaderNS    string
+		workers     int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080",
 		"The address the Prometheus metrics endpoint binds to; \"0\" disables it.")
@@ -54,6 +59,8 @@ func main() {
 		"Elect a leader before reconciling, so that only one replica migrates at a time.")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "",
 		"The namespace of the leader election lease; defaults to the pod's namespace when running in a cluster.")
+	flag.IntVar(&workers, "max-concurrent-graduations", 2,
+		"How many CRDs graduate (migrate) at the same time.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -83,6 +90,11 @@ func main() {
 		os.Exit(1)
 	}
 
+	if err := setupControllers(mgr, workers); err != nil {
+		log.Error(err, "unable to set up the controllers")
+		os.Exit(1)
+	}
+
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		log.Error(err, "unable to add the health check")
 		os.Exit(1)
@@ -98,4 +110,31 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("the manager stopped")
+}
+
+// setupControllers registers the policy reconciler and the drift reporter.
+func setupControllers(mgr ctrl.Manager, workers int) error {
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("create the dynamic client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("create the discovery client: %w", err)
+	}
+	recorder := mgr.GetEventRecorder("graduator")
+	if err := (&controllers.CRDVersionPolicyReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Dynamic:                 dyn,
+		Discovery:               disco,
+		Recorder:                recorder,
+		MaxConcurrentReconciles: workers,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the CRDVersionPolicy controller: %w", err)
+	}
+	if err := (&controllers.DriftReporter{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the drift reporter: %w", err)
+	}
+	return nil
 }

@@ -1,0 +1,86 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/graduation"
+)
+
+// DriftReporter watches every CRD and reports, as a metric and an Event, a
+// stored version that is no longer the storage version: the state that
+// blocks removing an old version. It changes nothing; for CRDs without a
+// policy it is the only thing Graduator does.
+type DriftReporter struct {
+	Client   client.Client
+	Recorder recorder.EventRecorder
+}
+
+// Reconcile reports the drift of one CRD.
+func (r *DriftReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := r.Client.Get(ctx, req.NamespacedName, &crd); err != nil {
+		if apierrors.IsNotFound(err) {
+			staleStoredVersions.DeleteLabelValues(req.Name)
+			policyPhase.DeletePartialMatch(map[string]string{"crd": req.Name})
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get CRD %s: %w", req.Name, err)
+	}
+	stale := graduation.StaleStoredVersions(&crd)
+	staleStoredVersions.WithLabelValues(crd.Name).Set(float64(len(stale)))
+	if len(stale) == 0 {
+		return ctrl.Result{}, nil
+	}
+
+	// A CRD with a policy gets its events from the policy's reconciler.
+	err := r.Client.Get(ctx, types.NamespacedName{Name: crd.Name}, &graduatorv1alpha1.CRDVersionPolicy{})
+	if err == nil {
+		return ctrl.Result{}, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("get the policy of CRD %s: %w", crd.Name, err)
+	}
+	log.FromContext(ctx).Info("stale stored versions", "crd", crd.Name, "stale", stale,
+		"storageVersion", graduation.StorageVersion(&crd))
+	r.Recorder.Eventf(&crd, nil, corev1.EventTypeWarning, "StaleStoredVersions", "ReportDrift",
+		"status.storedVersions lists %s but the storage version is %s: objects may still be stored in the old version, "+
+			"which can then not be removed; run `graduator migrate %s --prune` or create a CRDVersionPolicy",
+		strings.Join(stale, ", "), graduation.StorageVersion(&crd), crd.Name)
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager registers the drift reporter.
+func (r *DriftReporter) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("crd-drift").
+		For(&apiextensionsv1.CustomResourceDefinition{}).
+		Complete(r)
+}

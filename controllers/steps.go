@@ -1,0 +1,369 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	apidiscovery "k8s.io/apiserver/pkg/endpoints/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/migration"
+)
+
+// preflightSample is how many existing objects the preflight reads and
+// dry-run writes at the target version.
+const preflightSample = 5
+
+// Preflight reasons, set on the PreflightPassed condition.
+const (
+	reasonConversionFailed = "ConversionFailed"
+	reasonReadFailed       = "ReadFailed"
+	reasonWriteRejected    = "WriteRejected"
+)
+
+func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
+}
+
+// preflight reads a sample of objects at the target version, which makes the
+// API server convert them (exercising the conversion webhook), and writes
+// them back as a dry run, which exercises validation and admission, before
+// anything is changed.
+func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) graduation.PreflightResult {
+	gvr := resourceAt(crd, target)
+	list, err := r.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: preflightSample})
+	if err != nil {
+		reason := reasonReadFailed
+		if strings.Contains(err.Error(), "conversion webhook") {
+			reason = reasonConversionFailed
+		}
+		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("reading %s at %s: %v", crd.Spec.Names.Plural, target, err)}
+	}
+	for _, obj := range list.Items {
+		patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, obj.GetResourceVersion())
+		_, err := r.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch,
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			continue
+		}
+		reason := reasonWriteRejected
+		if strings.Contains(err.Error(), "conversion webhook") {
+			reason = reasonConversionFailed
+		}
+		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("a no-op write of %s at %s was refused: %v",
+			objectName(obj.GetNamespace(), obj.GetName()), target, err)}
+	}
+	return graduation.PreflightResult{Passed: true}
+}
+
+// storageSettled reports whether API discovery advertises the CRD's current
+// storage version. Discovery can show the new hash while the server still
+// writes the old version (kubernetes #130235), which is why the plan also
+// waits for the settle delay.
+func (r *CRDVersionPolicyReconciler) storageSettled(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (bool, error) {
+	if crd == nil {
+		return false, nil
+	}
+	storage := graduation.StorageVersion(crd)
+	if len(crd.Status.StoredVersions) == 1 && crd.Status.StoredVersions[0] == storage {
+		return true, nil // nothing to migrate; discovery does not matter
+	}
+	resources, err := r.Discovery.ServerResourcesForGroupVersion(crd.Spec.Group + "/" + storage)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("discovery does not serve the storage version yet", "version", storage, "error", err.Error())
+		return false, nil
+	}
+	want := apidiscovery.StorageVersionHash(crd.Spec.Group, storage, crd.Spec.Names.Kind)
+	for _, res := range resources.APIResources {
+		if res.Name == crd.Spec.Names.Plural {
+			return res.StorageVersionHash == want, nil
+		}
+	}
+	return false, nil
+}
+
+// switchStorage makes target the storage version. Only the storage flags
+// change; the optimistic lock makes a concurrent edit of the CRD fail the
+// write instead of being overwritten.
+func (r *CRDVersionPolicyReconciler) switchStorage(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) error {
+	from := graduation.StorageVersion(crd)
+	if err := r.patchVersions(ctx, crd, func(v *apiextensionsv1.CustomResourceDefinitionVersion) {
+		v.Storage = v.Name == target
+	}); err != nil {
+		return fmt.Errorf("switch the storage version of %s to %s: %w", crd.Name, target, err)
+	}
+	r.Recorder.Eventf(crd, nil, corev1.EventTypeNormal, "StorageVersionSwitched", "SwitchStorage",
+		"the storage version is now %s (was %s)", target, from)
+	return nil
+}
+
+// deprecate marks versions deprecated with the policy's warnings.
+func (r *CRDVersionPolicyReconciler) deprecate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	crd *apiextensionsv1.CustomResourceDefinition, versions []string) error {
+	warnings := map[string]*string{}
+	for _, d := range policy.Spec.Deprecate {
+		if d.Warning != "" {
+			w := d.Warning
+			warnings[d.Version] = &w
+		}
+	}
+	if err := r.patchVersions(ctx, crd, func(v *apiextensionsv1.CustomResourceDefinitionVersion) {
+		if slices.Contains(versions, v.Name) {
+			v.Deprecated = true
+			v.DeprecationWarning = warnings[v.Name]
+		}
+	}); err != nil {
+		return fmt.Errorf("deprecate %s of %s: %w", strings.Join(versions, ", "), crd.Name, err)
+	}
+	r.event(policy, crd, corev1.EventTypeNormal, "VersionsDeprecated", "Deprecate",
+		fmt.Sprintf("marked %s deprecated", strings.Join(versions, ", ")))
+	return nil
+}
+
+// unserve stops serving versions. It checks the invariant again at the last
+// moment: never the storage version, never a version still stored.
+func (r *CRDVersionPolicyReconciler) unserve(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, versions []string) error {
+	for _, v := range versions {
+		if v == graduation.StorageVersion(crd) || slices.Contains(crd.Status.StoredVersions, v) {
+			return fmt.Errorf("refusing to unserve %s of %s: it is the storage version or still stored", v, crd.Name)
+		}
+	}
+	if err := r.patchVersions(ctx, crd, func(v *apiextensionsv1.CustomResourceDefinitionVersion) {
+		if slices.Contains(versions, v.Name) {
+			v.Served = false
+		}
+	}); err != nil {
+		return fmt.Errorf("unserve %s of %s: %w", strings.Join(versions, ", "), crd.Name, err)
+	}
+	r.Recorder.Eventf(crd, nil, corev1.EventTypeNormal, "VersionsUnserved", "Unserve",
+		"%s no longer served; set served: true to roll back", strings.Join(versions, ", "))
+	return nil
+}
+
+// patchVersions changes flags of spec.versions. spec.versions is an atomic
+// list, so the whole list is written, under an optimistic lock.
+func (r *CRDVersionPolicyReconciler) patchVersions(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition,
+	change func(*apiextensionsv1.CustomResourceDefinitionVersion)) error {
+	updated := crd.DeepCopy()
+	for i := range updated.Spec.Versions {
+		change(&updated.Spec.Versions[i])
+	}
+	return r.Client.Patch(ctx, updated, client.MergeFromWithOptions(crd, client.MergeFromWithOptimisticLock{}))
+}
+
+// migrate runs or resumes the storage migration, saving its progress in the
+// policy's status after every page so that a restarted operator resumes from
+// the last saved continue token.
+func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy, status *statusWriter,
+	crd *apiextensionsv1.CustomResourceDefinition, step graduation.Step) error {
+	logger := log.FromContext(ctx)
+	run := policy.Status.Migration
+	if step.Restart || run == nil {
+		started := metav1.NewTime(r.now())
+		run = &graduatorv1alpha1.MigrationStatus{
+			CRDGeneration: crd.Generation, StorageVersion: step.StorageVersion, StartedAt: &started,
+		}
+		policy.Status.Migration = run
+		r.event(policy, crd, corev1.EventTypeNormal, "MigrationStarted", "Migrate",
+			fmt.Sprintf("rewriting every %s as %s", crd.Spec.Names.Plural, step.StorageVersion))
+	} else {
+		logger.Info("resuming the migration", "continue", run.ContinueToken != "", "listed", run.Listed)
+	}
+	if err := status.write(ctx); err != nil {
+		return err
+	}
+
+	settings := policy.Spec.Migration
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	counted := progressOf(run)
+	opts := migration.Options{
+		Resource:    resourceAt(crd, step.StorageVersion),
+		Concurrency: int(settings.Concurrency),
+		PageSize:    settings.PageSize,
+		QPS:         float32(settings.QPS),
+		WriteTo:     migration.WriteTarget(settings.WriteTo),
+		Checkpoint:  run.ResourceVersion,
+		Resume:      progressOf(run),
+		MaxFailures: 20,
+		OnProgress: func(p migration.Progress) {
+			r.countProgress(crd.Name, &counted, p)
+			recordProgress(run, p)
+			if err := status.write(ctx); err != nil {
+				logger.Error(err, "saving migration progress")
+			}
+			if why := r.runInvalidated(ctx, policy, run); why != nil {
+				cancel(why)
+			}
+		},
+	}
+	result, err := migration.Run(runCtx, r.Dynamic, opts)
+	r.countProgress(crd.Name, &counted, result.Progress)
+	recordProgress(run, result.Progress)
+	if why := context.Cause(runCtx); why != nil && !errors.Is(why, context.Canceled) {
+		// The CRD or the policy changed: the next plan decides what follows.
+		logger.Info("migration interrupted", "reason", why.Error())
+		return status.write(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate %s to %s: %w", crd.Name, step.StorageVersion, err)
+	}
+	if result.Complete {
+		completed := metav1.NewTime(r.now())
+		run.CompletedAt = &completed
+		run.ContinueToken = ""
+		migrationDuration.WithLabelValues(crd.Name).Observe(completed.Sub(run.StartedAt.Time).Seconds())
+		eventType, reason := corev1.EventTypeNormal, "MigrationCompleted"
+		if run.Failed > 0 {
+			eventType, reason = corev1.EventTypeWarning, "MigrationFailed"
+		}
+		r.event(policy, crd, eventType, reason, "Migrate", fmt.Sprintf("%d %s rewritten as %s, %d skipped, %d failed",
+			run.Rewritten, crd.Spec.Names.Plural, step.StorageVersion, run.Skipped, run.Failed))
+	}
+	return status.write(ctx)
+}
+
+// errCRDChanged and errPolicyChanged stop a run whose premise no longer holds.
+var (
+	errCRDChanged    = errors.New("the CRD changed during the migration")
+	errPolicyChanged = errors.New("the policy was paused or changed its storage version")
+)
+
+// runInvalidated checks, between pages, that the run still migrates the
+// right thing: the CRD generation and storage version it started on, and a
+// policy that is neither paused nor retargeted.
+func (r *CRDVersionPolicyReconciler) runInvalidated(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	run *graduatorv1alpha1.MigrationStatus) error {
+	crd, err := r.getCRD(ctx, policy.Name)
+	if err == nil && (crd == nil || crd.Generation != run.CRDGeneration || graduation.StorageVersion(crd) != run.StorageVersion) {
+		return errCRDChanged
+	}
+	var current graduatorv1alpha1.CRDVersionPolicy
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(policy), &current); err == nil {
+		if current.Spec.Paused || (current.Spec.StorageVersion != "" && current.Spec.StorageVersion != run.StorageVersion) {
+			return errPolicyChanged
+		}
+	}
+	return nil
+}
+
+func progressOf(run *graduatorv1alpha1.MigrationStatus) migration.Progress {
+	p := migration.Progress{
+		Checkpoint: run.ResourceVersion,
+		Continue:   run.ContinueToken,
+		Listed:     run.Listed,
+		Rewritten:  run.Rewritten,
+		Skipped:    run.Skipped,
+		Failed:     run.Failed,
+	}
+	for _, f := range run.Failures {
+		p.Failures = append(p.Failures, migration.Failure{Namespace: f.Namespace, Name: f.Name, Reason: f.Reason})
+	}
+	return p
+}
+
+func recordProgress(run *graduatorv1alpha1.MigrationStatus, p migration.Progress) {
+	run.ResourceVersion = p.Checkpoint
+	run.ContinueToken = p.Continue
+	run.Listed, run.Rewritten, run.Skipped, run.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
+	run.Progress = fmt.Sprintf("%d/%d", p.Rewritten+p.Skipped+p.Failed, p.Listed)
+	run.Failures = nil
+	for _, f := range p.Failures {
+		reason := f.Reason
+		if len(reason) > 1000 {
+			reason = reason[:1000] + "..."
+		}
+		run.Failures = append(run.Failures, graduatorv1alpha1.MigrationFailure{Namespace: f.Namespace, Name: f.Name, Reason: reason})
+	}
+}
+
+// countProgress adds to the metrics what p shows beyond what was counted.
+func (r *CRDVersionPolicyReconciler) countProgress(crd string, counted *migration.Progress, p migration.Progress) {
+	if d := p.Rewritten - counted.Rewritten; d > 0 {
+		objectsRewritten.WithLabelValues(crd).Add(float64(d))
+	}
+	if d := p.Skipped - counted.Skipped; d > 0 {
+		objectsSkipped.WithLabelValues(crd).Add(float64(d))
+	}
+	if d := p.Failed - counted.Failed; d > 0 {
+		objectsFailed.WithLabelValues(crd).Add(float64(d))
+	}
+	counted.Rewritten, counted.Skipped, counted.Failed = max(counted.Rewritten, p.Rewritten),
+		max(counted.Skipped, p.Skipped), max(counted.Failed, p.Failed)
+}
+
+// prune sets status.storedVersions to the storage version, refused by the
+// engine when the CRD changed since the run started.
+func (r *CRDVersionPolicyReconciler) prune(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	crd *apiextensionsv1.CustomResourceDefinition, target string) error {
+	run := policy.Status.Migration
+	before := slices.Clone(crd.Status.StoredVersions)
+	err := migration.PruneStoredVersions(ctx, r.Client, crd.Name, migration.Expectation{
+		StorageVersion: target, Generation: run.CRDGeneration,
+	})
+	if err != nil {
+		return fmt.Errorf("prune storedVersions of %s: %w", crd.Name, err)
+	}
+	r.event(policy, crd, corev1.EventTypeNormal, "StoredVersionsPruned", "Prune",
+		fmt.Sprintf("status.storedVersions pruned from [%s] to [%s]", strings.Join(before, ", "), target))
+	return nil
+}
+
+// cleanupManagedFields drops managedFields entries of versions that are no
+// longer served from every object: they would break later server-side applies.
+func (r *CRDVersionPolicyReconciler) cleanupManagedFields(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	crd *apiextensionsv1.CustomResourceDefinition, versions []string) error {
+	var served []string
+	for _, v := range crd.Spec.Versions {
+		if v.Served {
+			served = append(served, v.Name)
+		}
+	}
+	cleaned, err := migration.CleanupManagedFields(ctx, r.Dynamic, resourceAt(crd, graduation.StorageVersion(crd)), served)
+	if err != nil {
+		return fmt.Errorf("clean managedFields of %s: %w", crd.Name, err)
+	}
+	for i := range policy.Status.Versions {
+		if slices.Contains(versions, policy.Status.Versions[i].Name) {
+			policy.Status.Versions[i].ManagedFieldsCleaned = true
+		}
+	}
+	r.event(policy, crd, corev1.EventTypeNormal, "ManagedFieldsCleaned", "CleanupManagedFields",
+		fmt.Sprintf("removed managedFields entries of %s from %d objects", strings.Join(versions, ", "), cleaned))
+	return nil
+}
+
+func objectName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}

@@ -1,0 +1,177 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package migration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ErrCRDChanged is returned by PruneStoredVersions when the CRD's storage
+// version or generation is not the one the migration ran on: objects written
+// since may be stored in another version, so pruning would lose track of
+// them.
+var ErrCRDChanged = errors.New("the CRD changed since the migration started")
+
+// Expectation is the CRD a migration ran on.
+type Expectation struct {
+	// StorageVersion the objects were rewritten in.
+	StorageVersion string
+	// Generation of the CRD when the run started.
+	Generation int64
+}
+
+// PruneStoredVersions sets status.storedVersions of the CRD to its storage
+// version. Call it only after a complete Run with no failures. It refuses
+// (ErrCRDChanged) when the CRD no longer matches expect, and writes with an
+// optimistic lock on the CRD's resourceVersion, so a concurrent change makes
+// it fail rather than prune on stale knowledge.
+func PruneStoredVersions(ctx context.Context, c client.Client, crdName string, expect Expectation) error {
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := c.Get(ctx, client.ObjectKey{Name: crdName}, &crd); err != nil {
+		return fmt.Errorf("get CRD %s: %w", crdName, err)
+	}
+	storage := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			storage = v.Name
+		}
+	}
+	if storage != expect.StorageVersion || crd.Generation != expect.Generation {
+		return fmt.Errorf("%w: %s now stores %s at generation %d, the migration ran for %s at generation %d",
+			ErrCRDChanged, crdName, storage, crd.Generation, expect.StorageVersion, expect.Generation)
+	}
+	if slices.Equal(crd.Status.StoredVersions, []string{storage}) {
+		return nil
+	}
+	pruned := crd.DeepCopy()
+	pruned.Status.StoredVersions = []string{storage}
+	if err := c.Status().Patch(ctx, pruned, client.MergeFromWithOptions(&crd, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("%w: %s was written while pruning: %v", ErrCRDChanged, crdName, err)
+		}
+		return fmt.Errorf("prune status.storedVersions of %s: %w", crdName, err)
+	}
+	return nil
+}
+
+// CleanupManagedFields removes, from every object of resource, the
+// metadata.managedFields entries whose apiVersion is not one of the served
+// versions: they break later server-side applies ("request to convert CR to
+// an invalid group/version"). It returns how many objects it changed.
+func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, served []string) (int, error) {
+	servedAPIVersions := map[string]bool{}
+	for _, v := range served {
+		servedAPIVersions[schema.GroupVersion{Group: resource.Group, Version: v}.String()] = true
+	}
+	cleaned := 0
+	continueToken := ""
+	for {
+		list, err := c.Resource(resource).List(ctx, metav1.ListOptions{Limit: DefaultPageSize, Continue: continueToken})
+		if err != nil {
+			return cleaned, fmt.Errorf("list %s: %w", resource, err)
+		}
+		for i := range list.Items {
+			changed, err := cleanupObject(ctx, c, resource, &list.Items[i], servedAPIVersions)
+			if err != nil {
+				return cleaned, err
+			}
+			if changed {
+				cleaned++
+			}
+		}
+		continueToken = list.GetContinue()
+		if continueToken == "" {
+			return cleaned, nil
+		}
+	}
+}
+
+// cleanupObject drops the stale entries of one object, reading it again when
+// someone else wrote it in between.
+func cleanupObject(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource,
+	obj *unstructured.Unstructured, served map[string]bool) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		var kept []metav1.ManagedFieldsEntry
+		for _, entry := range obj.GetManagedFields() {
+			if served[entry.APIVersion] {
+				kept = append(kept, entry)
+			}
+		}
+		if len(kept) == len(obj.GetManagedFields()) {
+			return false, nil
+		}
+		patch := map[string]any{"metadata": map[string]any{
+			"resourceVersion": obj.GetResourceVersion(),
+			"managedFields":   managedFieldsJSON(kept),
+		}}
+		data, err := jsonMarshal(patch)
+		if err != nil {
+			return false, err
+		}
+		_, err = c.Resource(resource).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case apierrors.IsConflict(err) && attempt < 3:
+			obj, err = c.Resource(resource).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("get %s: %w", objectKey(obj), err)
+			}
+		default:
+			return false, fmt.Errorf("clean managedFields of %s %s: %w", resource.Resource, objectKey(obj), err)
+		}
+	}
+}
+
+func objectKey(obj *unstructured.Unstructured) string {
+	return strings.TrimPrefix(obj.GetNamespace()+"/"+obj.GetName(), "/")
+}
+
+// managedFieldsJSON returns the entries as JSON values. The API server
+// ignores an empty list (so that clients unaware of managedFields never strip
+// them); a list of one empty entry is how to drop them all.
+func managedFieldsJSON(entries []metav1.ManagedFieldsEntry) []any {
+	if len(entries) == 0 {
+		return []any{map[string]any{}}
+	}
+	out := make([]any, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, e)
+	}
+	return out
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

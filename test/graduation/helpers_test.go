@@ -1,0 +1,149 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package graduation_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+)
+
+// widgetCRD is a small namespaced CRD whose versions share one schema, so it
+// needs no conversion webhook: the specs that are not about conversion use
+// it. The first version is the storage version.
+func widgetCRD(group string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList",
+			},
+			Scope: apiextensionsv1.NamespaceScoped,
+		},
+	}
+	for i, v := range versions {
+		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+			Name: v, Served: true, Storage: i == 0,
+			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object",
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"color": {Type: "string"},
+						"size":  {Type: "integer"},
+					}},
+				},
+			}},
+		})
+	}
+	return crd
+}
+
+// installCRD creates the CRD, waits until it is served, and deletes it (and
+// its objects) when the spec ends.
+func installCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) {
+	Expect(k8sClient.Create(ctx, crd)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}))
+		}).WithTimeout(time.Minute).Should(BeTrue(), "CRD %s is deleted", crd.Name)
+	})
+	Eventually(func(g Gomega) {
+		var got apiextensionsv1.CustomResourceDefinition
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(crd), &got)).To(Succeed())
+		g.Expect(isEstablished(&got)).To(BeTrue())
+		for _, v := range got.Spec.Versions {
+			if v.Served {
+				_, err := dyn.Resource(schema.GroupVersionResource{Group: got.Spec.Group, Version: v.Name, Resource: got.Spec.Names.Plural}).
+					List(ctx, metav1.ListOptions{Limit: 1})
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+		}
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+func isEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// createWidgets creates n widgets at the given version in namespace default.
+func createWidgets(ctx context.Context, gvr schema.GroupVersionResource, n int) {
+	for i := range n {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": gvr.GroupVersion().String(),
+			"kind":       "Widget",
+			"metadata":   map[string]any{"name": fmt.Sprintf("widget-%04d", i), "namespace": "default"},
+			"spec":       map[string]any{"color": "blue", "size": int64(i)},
+		}}
+		_, err := dyn.Resource(gvr).Namespace("default").Create(ctx, obj, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}
+}
+
+// createPolicy creates the policy and deletes it when the spec ends.
+func createPolicy(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy) {
+	Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, policy))).To(Succeed())
+	})
+}
+
+// policyCondition returns a condition of the policy, for Eventually.
+func policyCondition(ctx context.Context, name, condType string) func() *metav1.Condition {
+	return func() *metav1.Condition {
+		var p graduatorv1alpha1.CRDVersionPolicy
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: name}, &p); err != nil {
+			return nil
+		}
+		return meta.FindStatusCondition(p.Status.Conditions, condType)
+	}
+}
+
+// haveStatusReason matches a condition with the status and reason.
+func haveStatusReason(status metav1.ConditionStatus, reason string) OmegaMatcher {
+	return And(Not(BeNil()), HaveField("Status", status), HaveField("Reason", reason))
+}
+
+func getCRD(ctx context.Context, name string) *apiextensionsv1.CustomResourceDefinition {
+	var crd apiextensionsv1.CustomResourceDefinition
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Name: name}, &crd)).To(Succeed())
+	return &crd
+}
+
+func getPolicy(ctx context.Context, name string) *graduatorv1alpha1.CRDVersionPolicy {
+	var p graduatorv1alpha1.CRDVersionPolicy
+	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Name: name}, &p)).To(Succeed())
+	return &p
+}
