@@ -247,7 +247,7 @@ var _ = Describe("Plan", func() {
 			&graduation.PreflightResult{Reason: "ConversionFailed", Message: "default/margherita: conversion webhook unavailable"}, settled,
 			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
 				readyReason: graduation.ReasonPreflightFailed, messageParts: []string{"default/margherita", "nothing was changed"},
-				condition:   graduatorv1alpha1.ConditionPreflightPassed, condStatus: metav1.ConditionFalse, condReason: "ConversionFailed"}),
+				condition: graduatorv1alpha1.ConditionPreflightPassed, condStatus: metav1.ConditionFalse, condReason: "ConversionFailed"}),
 		Entry("a passed preflight switches the storage version",
 			crd([]string{"v1alpha1"}, alpha, beta), policy("v1beta1"), &graduation.PreflightResult{Passed: true}, settled,
 			expect{action: graduation.ActionSwitchStorage, phase: graduatorv1alpha1.PhaseSwitchingStorage, readyReason: graduation.ReasonInProgress,
@@ -303,7 +303,7 @@ var _ = Describe("Plan", func() {
 			}())), nil, settled,
 			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: 20 * time.Second,
 				readyReason: graduation.ReasonMigrationFailed, messageParts: []string{"default/hawaii", "not pruned"},
-				condition:   graduatorv1alpha1.ConditionStoredVersionsPruned, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonWaitingForMigration}),
+				condition: graduatorv1alpha1.ConditionStoredVersionsPruned, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonWaitingForMigration}),
 		Entry("a run with failures is retried from the start after the retry interval",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
 			policy("v1beta1", storedSince("v1beta1", time.Hour), run(func() graduatorv1alpha1.MigrationStatus {
@@ -338,7 +338,7 @@ var _ = Describe("Plan", func() {
 			})), nil, settled,
 			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseRetiring, requeue: 40 * time.Minute,
 				readyReason: graduation.ReasonGracePeriod, messageParts: []string{"v1alpha1 stops being served in 40m0s"},
-				condition:   graduatorv1alpha1.ConditionVersionsRetired, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonGracePeriod}),
+				condition: graduatorv1alpha1.ConditionVersionsRetired, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonGracePeriod}),
 		Entry("after the grace period the version is unserved",
 			crd([]string{"v1beta1"}, alphaDeprecated, betaStorage),
 			policy("v1beta1", unserve("v1alpha1", time.Hour), versionStatus(graduatorv1alpha1.VersionStatus{
