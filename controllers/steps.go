@@ -327,7 +327,7 @@ func (r *CRDVersionPolicyReconciler) prune(ctx context.Context, policy *graduato
 	run := policy.Status.Migration
 	before := slices.Clone(crd.Status.StoredVersions)
 	err := migration.PruneStoredVersions(ctx, r.Client, crd.Name, migration.Expectation{
-		StorageVersion: target, Generation: run.CRDGeneration,
+		StorageVersion: target, Generation: run.CRDGeneration, Complete: run.CompletedAt != nil, Failed: run.Failed,
 	})
 	if err != nil {
 		return fmt.Errorf("prune storedVersions of %s: %w", crd.Name, err)

@@ -40,20 +40,33 @@ import (
 // them.
 var ErrCRDChanged = errors.New("the CRD changed since the migration started")
 
-// Expectation is the CRD a migration ran on.
+// ErrIncompleteRun is returned by PruneStoredVersions when the migration
+// did not reach the end of the listing or could not rewrite some objects:
+// those may still be stored in an old version.
+var ErrIncompleteRun = errors.New("the migration did not rewrite every object")
+
+// Expectation is the migration run a pruning relies on.
 type Expectation struct {
 	// StorageVersion the objects were rewritten in.
 	StorageVersion string
 	// Generation of the CRD when the run started.
 	Generation int64
+	// Complete says the run reached the end of the listing (Result.Complete).
+	Complete bool
+	// Failed is the number of objects the run could not rewrite.
+	Failed int64
 }
 
 // PruneStoredVersions sets status.storedVersions of the CRD to its storage
-// version. Call it only after a complete Run with no failures. It refuses
-// (ErrCRDChanged) when the CRD no longer matches expect, and writes with an
-// optimistic lock on the CRD's resourceVersion, so a concurrent change makes
-// it fail rather than prune on stale knowledge.
+// version. It refuses with ErrIncompleteRun after a partial or failed run,
+// and with ErrCRDChanged when the CRD no longer matches expect; it writes with
+// an optimistic lock on the CRD's resourceVersion, so a concurrent change
+// makes it fail rather than prune on stale knowledge.
 func PruneStoredVersions(ctx context.Context, c client.Client, crdName string, expect Expectation) error {
+	if !expect.Complete || expect.Failed > 0 {
+		return fmt.Errorf("%w: refusing to prune status.storedVersions of %s (complete: %t, failed: %d)",
+			ErrIncompleteRun, crdName, expect.Complete, expect.Failed)
+	}
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := c.Get(ctx, client.ObjectKey{Name: crdName}, &crd); err != nil {
 		return fmt.Errorf("get CRD %s: %w", crdName, err)
