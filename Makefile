@@ -27,9 +27,11 @@ help: ## Show the targets.
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate the CRD and RBAC manifests from the controller-gen markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./..." \
+manifests: ## Generate the CRD and RBAC manifests from the controller-gen markers, and the Pizza CRD stages.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." paths="./cmd/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) crd paths="./conversion/..." output:crd:artifacts:config=config/samples/pizza/base
+	$(GO) run ./hack/pizzastages
 
 .PHONY: generate
 generate: ## Generate the deepcopy functions.
@@ -60,8 +62,17 @@ envtest-assets: ## Put kube-apiserver and etcd into bin/k8s (downloads, or build
 	fi
 
 .PHONY: test
-test: envtest-assets ## Unit tests, short fuzz runs and the envtest suites against a real kube-apiserver.
+test: envtest-assets fuzz ## Unit tests, short fuzz runs and the envtest suites against a real kube-apiserver.
 	$(GO) test ./... -count=1 -timeout 30m
+
+FUZZ_TARGETS := FuzzHubRoundTrip FuzzV1alpha1RoundTrip FuzzV1beta1RoundTrip
+
+.PHONY: fuzz
+fuzz: ## Fuzz the Pizza round-trip conversions for $(FUZZTIME) each.
+	@for target in $(FUZZ_TARGETS); do \
+		echo "fuzzing $$target for $(FUZZTIME)"; \
+		$(GO) test ./conversion/ -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) || exit 1; \
+	done
 
 ##@ Build
 
