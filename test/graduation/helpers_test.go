@@ -69,12 +69,7 @@ func widgetCRD(group string, versions ...string) *apiextensionsv1.CustomResource
 // its objects) when the spec ends.
 func installCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) {
 	Expect(k8sClient.Create(ctx, crd)).To(Succeed())
-	DeferCleanup(func(ctx context.Context) {
-		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed())
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{}))
-		}).WithTimeout(time.Minute).Should(BeTrue(), "CRD %s is deleted", crd.Name)
-	})
+	DeferCleanup(deleteCRD, crd.Name)
 	Eventually(func(g Gomega) {
 		var got apiextensionsv1.CustomResourceDefinition
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(crd), &got)).To(Succeed())
@@ -146,4 +141,13 @@ func getPolicy(ctx context.Context, name string) *graduatorv1alpha1.CRDVersionPo
 	var p graduatorv1alpha1.CRDVersionPolicy
 	ExpectWithOffset(1, k8sClient.Get(ctx, client.ObjectKey{Name: name}, &p)).To(Succeed())
 	return &p
+}
+
+// deleteCRD deletes a CRD, and so its objects, and waits until it is gone.
+func deleteCRD(ctx context.Context, name string) {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed())
+	Eventually(func() bool {
+		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}))
+	}).WithTimeout(time.Minute).Should(BeTrue(), "CRD %s is deleted", name)
 }

@@ -49,6 +49,7 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/controllers"
 	"github.com/graduator/graduator/test/etcdstore"
+	"github.com/graduator/graduator/test/pizzaenv"
 )
 
 var (
@@ -73,6 +74,7 @@ var _ = BeforeSuite(func() {
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
 	Expect(graduatorv1alpha1.AddToScheme(scheme)).To(Succeed())
+	Expect(pizzaenv.AddToScheme(scheme)).To(Succeed())
 
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
