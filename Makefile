@@ -74,6 +74,10 @@ fuzz: ## Fuzz the Pizza round-trip conversions for $(FUZZTIME) each.
 		$(GO) test ./conversion/ -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) || exit 1; \
 	done
 
+.PHONY: demo
+demo: envtest-assets ## A whole graduation on an embedded control plane, narrated. No cluster needed.
+	$(GO) run ./hack/demo $(DEMO_ARGS)
+
 ##@ Build
 
 .PHONY: build

@@ -22,6 +22,8 @@ package pizzaenv
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io/fs"
 	"net"
@@ -121,7 +123,11 @@ func (w *Webhook) Start(ctx context.Context) error {
 
 	addr := net.JoinHostPort(w.opts.LocalServingHost, strconv.Itoa(w.opts.LocalServingPort))
 	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		// A full TLS handshake, trusting the webhook's own CA, so the server
+		// logs no aborted handshakes.
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(w.opts.LocalServingCAData)
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 		if err != nil {
 			return false, nil
 		}
