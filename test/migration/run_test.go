@@ -160,7 +160,7 @@ var _ = Describe("migration.Run", func() {
 				[]byte(`{"metadata":{"labels":{"frozen":"true"}}}`), metav1.PatchOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
-		denyUpdatesOfFrozen(ctx, f)
+		denyUpdatesOfFrozen(ctx, f, rejected[0])
 		f.switchStorage(ctx)
 
 		result, err := migration.Run(ctx, dyn, migration.Options{Resource: f.v2, PageSize: 25})
@@ -291,8 +291,9 @@ func splitKey(k string) (string, string) {
 }
 
 // denyUpdatesOfFrozen installs a ValidatingAdmissionPolicy that rejects every
-// update of a widget labelled frozen=true, even one that changes nothing.
-func denyUpdatesOfFrozen(ctx context.Context, f *fixture) {
+// update of a widget labelled frozen=true, even one that changes nothing, and
+// waits until it rejects object number frozen.
+func denyUpdatesOfFrozen(ctx context.Context, f *fixture, frozen int) {
 	fail := admissionregistrationv1.Fail
 	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "freeze-" + f.group},
@@ -324,7 +325,7 @@ func denyUpdatesOfFrozen(ctx context.Context, f *fixture) {
 	}
 	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
 	// The policy takes effect once the API server loaded it.
-	ns, name := key(7)
+	ns, name := key(frozen)
 	Eventually(func() bool {
 		_, err := dyn.Resource(f.v1).Namespace(ns).Patch(ctx, name, types.MergePatchType, []byte(`{}`),
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})

@@ -1,0 +1,133 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package migration_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+var _ = Describe("The graduator CLI", Ordered, func() {
+	var (
+		binary     string
+		kubeconfig string
+	)
+
+	BeforeAll(func() {
+		var err error
+		binary, err = gexec.Build("github.com/graduator/graduator/cmd/graduator")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(gexec.CleanupBuildArtifacts)
+		user, err := testEnv.AddUser(envtest.User{Name: "cli", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		data, err := user.KubeConfig()
+		Expect(err).NotTo(HaveOccurred())
+		kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+		Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
+	})
+
+	run := func(args ...string) *gexec.Session {
+		session, err := gexec.Start(exec.Command(binary, append(args, "--kubeconfig", kubeconfig)...), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(session).WithTimeout(2 * time.Minute).Should(gexec.Exit())
+		return session
+	}
+
+	type statusRow struct {
+		Name           string   `json:"name"`
+		StorageVersion string   `json:"storageVersion"`
+		StoredVersions []string `json:"storedVersions"`
+		Drift          []string `json:"drift"`
+	}
+	statusOf := func(name string) statusRow {
+		session := run("status", "-o", "json")
+		Expect(session.ExitCode()).To(BeZero())
+		var rows []statusRow
+		Expect(json.Unmarshal(session.Out.Contents(), &rows)).To(Succeed())
+		for _, r := range rows {
+			if r.Name == name {
+				return r
+			}
+		}
+		Fail("graduator status does not list " + name)
+		return statusRow{}
+	}
+
+	It("migrates a CRD, prunes storedVersions, and status shows the drift gone", func(ctx SpecContext) {
+		const n = 120
+		f := newFixture(ctx, n)
+		f.switchStorage(ctx)
+		Expect(statusOf(f.crd.Name)).To(And(
+			HaveField("StorageVersion", "v2"), HaveField("Drift", ConsistOf("v1"))))
+
+		session := run("migrate", f.crd.Name, "--prune", "--page-size", "50", "-o", "json")
+		Expect(session.ExitCode()).To(BeZero(), string(session.Err.Contents()))
+		var summary struct {
+			Listed, Rewritten, Failed int64
+			Complete, Pruned          bool
+			StoredVersions            []string
+		}
+		Expect(json.Unmarshal(session.Out.Contents(), &summary)).To(Succeed())
+		Expect(summary.Complete).To(BeTrue())
+		Expect(summary.Listed).To(BeEquivalentTo(n))
+		Expect(summary.Rewritten).To(BeEquivalentTo(n))
+		Expect(summary.Pruned).To(BeTrue())
+		Expect(summary.StoredVersions).To(Equal([]string{"v2"}))
+
+		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v2": n}), "etcd holds every object as v2")
+		var crd apiextensionsv1.CustomResourceDefinition
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
+		Expect(crd.Status.StoredVersions).To(Equal([]string{"v2"}))
+		Expect(statusOf(f.crd.Name).Drift).To(BeEmpty())
+	})
+
+	It("exits non-zero, names the rejected objects and does not prune when an object is rejected", func(ctx SpecContext) {
+		f := newFixture(ctx, 30)
+		ns, name := key(3)
+		_, err := dyn.Resource(f.v1).Namespace(ns).Patch(ctx, name, "application/merge-patch+json",
+			[]byte(`{"metadata":{"labels":{"frozen":"true"}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		denyUpdatesOfFrozen(ctx, f, 3)
+		f.switchStorage(ctx)
+
+		session := run("migrate", f.crd.Name, "--prune")
+		Expect(session.ExitCode()).To(Equal(2))
+		Expect(session.Out.Contents()).To(ContainSubstring("failed: " + ns + "/" + name))
+		Expect(session.Out.Contents()).To(ContainSubstring("status.storedVersions: [v1, v2]"))
+		Expect(session.Err.Contents()).To(ContainSubstring("1 objects of " + f.crd.Name + " could not be rewritten"))
+		var crd apiextensionsv1.CustomResourceDefinition
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
+		Expect(crd.Status.StoredVersions).To(ConsistOf("v1", "v2"))
+	})
+
+	It("explains a CRD that does not exist", func() {
+		session := run("migrate", "nothing.example.graduator.io")
+		Expect(session.ExitCode()).To(Equal(1))
+		Expect(session.Err.Contents()).To(ContainSubstring(`customresourcedefinitions.apiextensions.k8s.io "nothing.example.graduator.io" not found`))
+	})
+})
