@@ -78,6 +78,12 @@ fuzz: ## Fuzz the Pizza round-trip conversions for $(FUZZTIME) each.
 demo: envtest-assets ## A whole graduation on an embedded control plane, narrated. No cluster needed.
 	$(GO) run ./hack/demo $(DEMO_ARGS)
 
+N ?= 5000
+.PHONY: bench
+bench: envtest-assets ## The migration benchmark: engine vs 1-writer GET+PUT vs 64-writer ceiling, and peak RSS at N and 10xN.
+	$(GO) build -o $(BIN)/bench ./test/bench
+	$(BIN)/bench -n $(N)
+
 ##@ Build
 
 .PHONY: build
