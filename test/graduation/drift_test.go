@@ -53,9 +53,9 @@ var _ = Describe("A CRD without a policy", func() {
 			)))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 
-		Consistently(func() []string { return getCRD(ctx, crd.Name).Status.StoredVersions }).WithTimeout(3 * time.Second).
+		Consistently(func() []string { return getCRD(ctx, crd.Name).Status.StoredVersions }).WithTimeout(3*time.Second).
 			Should(ConsistOf("v1", "v2"), "nothing is migrated or pruned without a policy")
-		Expect(storedAPIVersions(ctx, group, "widgets")).To(HaveEach(group+"/v1"))
+		Expect(storedAPIVersions(ctx, group, "widgets")).To(HaveEach(group + "/v1"))
 	})
 })
 
