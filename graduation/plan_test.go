@@ -389,7 +389,7 @@ var _ = Describe("Plan", func() {
 		Entry("GitOps mode asks the manifest to deprecate, then unserve, a version no longer stored",
 			crd([]string{"v1beta1"}, alphaServed, betaStorage), policy("", unserve("v1alpha1", time.Hour)), nil, settled,
 			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseRetiring,
-				readyReason: graduation.ReasonAwaitingManifestChange,
+				readyReason:  graduation.ReasonAwaitingManifestChange,
 				messageParts: []string{"v1alpha1 is no longer stored: mark it deprecated, then unserve it after 1h0m0s"}}),
 		Entry("GitOps mode advises deprecation instead of writing it",
 			crd([]string{"v1beta1"}, alphaServed, betaStorage), policy("", deprecate("v1alpha1", "")), nil, settled,
