@@ -362,7 +362,3 @@ type CRDVersionPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []CRDVersionPolicy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&CRDVersionPolicy{}, &CRDVersionPolicyList{})
-}

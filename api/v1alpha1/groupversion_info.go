@@ -23,8 +23,9 @@ limitations under the License.
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -32,8 +33,14 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "graduator.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers this package's types with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds this package's types to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &CRDVersionPolicy{}, &CRDVersionPolicyList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

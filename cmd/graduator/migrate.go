@@ -156,16 +156,17 @@ func runMigrate(cmd *cobra.Command, flags *genericclioptions.ConfigFlags, crdNam
 }
 
 func printSummary(w io.Writer, s migrateSummary) {
-	fmt.Fprintf(w, "%s: %d listed, %d rewritten as %s, %d skipped, %d failed\n",
-		s.CRD, s.Listed, s.Rewritten, s.StorageVersion, s.Skipped, s.Failed)
+	lines := []string{fmt.Sprintf("%s: %d listed, %d rewritten as %s, %d skipped, %d failed",
+		s.CRD, s.Listed, s.Rewritten, s.StorageVersion, s.Skipped, s.Failed)}
 	for _, f := range s.Failures {
-		fmt.Fprintf(w, "  failed: %s\n", f)
+		lines = append(lines, "  failed: "+f.String())
 	}
 	if s.Pruned {
-		fmt.Fprintf(w, "status.storedVersions pruned to [%s]\n", s.StorageVersion)
+		lines = append(lines, fmt.Sprintf("status.storedVersions pruned to [%s]", s.StorageVersion))
 	} else {
-		fmt.Fprintf(w, "status.storedVersions: [%s]\n", strings.Join(s.StoredVersions, ", "))
+		lines = append(lines, fmt.Sprintf("status.storedVersions: [%s]", strings.Join(s.StoredVersions, ", ")))
 	}
+	_, _ = fmt.Fprintln(w, strings.Join(lines, "\n"))
 }
 
 // progressReporter draws a progress bar on a terminal and prints one line a
@@ -199,7 +200,7 @@ func (r *progressReporter) update(p migration.Progress) {
 	case r.bar != nil:
 		_ = r.bar.Set64(p.Rewritten + p.Skipped + p.Failed)
 	default:
-		fmt.Fprintf(r.w, "%s: %d listed, %d rewritten, %d skipped, %d failed\n", r.name, p.Listed, p.Rewritten, p.Skipped, p.Failed)
+		_, _ = fmt.Fprintf(r.w, "%s: %d listed, %d rewritten, %d skipped, %d failed\n", r.name, p.Listed, p.Rewritten, p.Skipped, p.Failed)
 	}
 }
 

@@ -153,7 +153,7 @@ func statusRows(crds []apiextensionsv1.CustomResourceDefinition, policies map[st
 
 func printStatusTable(w io.Writer, rows []CRDStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CRD\tSTORAGE\tSTORED\tSERVED\tDEPRECATED\tDRIFT\tPOLICY")
+	_, _ = fmt.Fprintln(tw, "CRD\tSTORAGE\tSTORED\tSERVED\tDEPRECATED\tDRIFT\tPOLICY")
 	for _, r := range rows {
 		drift := "-"
 		if len(r.Drift) > 0 {
@@ -163,7 +163,7 @@ func printStatusTable(w io.Writer, rows []CRDStatus) error {
 		if r.PolicyPhase != "" {
 			policy = r.PolicyPhase
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orDash(r.StorageVersion), list(r.StoredVersions),
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orDash(r.StorageVersion), list(r.StoredVersions),
 			list(r.Served), list(r.Deprecated), drift, policy)
 	}
 	return tw.Flush()

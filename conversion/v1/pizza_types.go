@@ -113,7 +113,3 @@ type PizzaList struct {
 
 // Hub marks v1 as the version every other version converts through.
 func (*Pizza) Hub() {}
-
-func init() {
-	SchemeBuilder.Register(&Pizza{}, &PizzaList{})
-}

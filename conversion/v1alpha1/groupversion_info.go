@@ -22,8 +22,9 @@ limitations under the License.
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -31,8 +32,14 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "restaurant.example.com", Version: "v1alpha1"}
 
 	// SchemeBuilder registers this version's types.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds this version's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Pizza{}, &PizzaList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -74,7 +74,3 @@ type PizzaList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Pizza `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Pizza{}, &PizzaList{})
-}

@@ -88,7 +88,3 @@ type PizzaList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Pizza `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Pizza{}, &PizzaList{})
-}

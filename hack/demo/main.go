@@ -87,7 +87,9 @@ func run(count int, grace time.Duration) error {
 		return err
 	}
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin", "k8s"))
+		if err := os.Setenv("KUBEBUILDER_ASSETS", filepath.Join(root, "bin", "k8s")); err != nil {
+			return err
+		}
 	}
 
 	say("== Starting an embedded control plane (kube-apiserver and etcd from %s)", os.Getenv("KUBEBUILDER_ASSETS"))

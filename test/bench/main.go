@@ -142,7 +142,7 @@ func run(n, rssFactor int) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(filepath.Dir(kubeconfig))
+	defer func() { _ = os.RemoveAll(filepath.Dir(kubeconfig)) }()
 	var rss []int64
 	for i, size := range []int{n, n * rssFactor} {
 		group := fmt.Sprintf("rss%d.bench.graduator.io", i)

@@ -67,7 +67,7 @@ var _ = Describe("The manager binary", func() {
 				if err != nil {
 					return 0, err
 				}
-				defer resp.Body.Close()
+				defer func() { _ = resp.Body.Close() }()
 				return resp.StatusCode, nil
 			}).WithTimeout(30*time.Second).Should(Equal(http.StatusOK), "probe %s", probe)
 		}
@@ -82,6 +82,6 @@ var _ = Describe("The manager binary", func() {
 func freeLocalAddr() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
