@@ -49,9 +49,19 @@ var (
 		Name: "graduator_policy_phase",
 		Help: "The phase of each CRDVersionPolicy: 1 for its current phase, 0 for the others.",
 	}, []string{"crd", "phase"})
+	stepErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "graduator_step_errors_total",
+		Help: "Failed attempts of a graduation step, by step and by the reason set on the policy's Ready condition.",
+	}, []string{"crd", "step", "reason"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(objectsRewritten, objectsSkipped, objectsFailed, migrationDuration,
-		staleStoredVersions, policyPhase)
+		staleStoredVersions, policyPhase, stepErrors)
+}
+
+// forgetPolicy drops the series of a deleted policy, so that a dashboard
+// does not show it in its last phase forever.
+func forgetPolicy(crd string) {
+	policyPhase.DeletePartialMatch(prometheus.Labels{"crd": crd})
 }

@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	apidiscovery "k8s.io/apiserver/pkg/endpoints/discovery"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -56,30 +57,39 @@ func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) s
 // preflight reads a sample of objects at the target version, which makes the
 // API server convert them (exercising the conversion webhook), and writes
 // them back as a dry run, which exercises validation and admission, before
-// anything is changed.
-func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string) graduation.PreflightResult {
+// anything is changed. The dry run takes the path the migration will take:
+// the same subresource, the same patch and preconditions.
+func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string,
+	writeTo migration.WriteTarget) graduation.PreflightResult {
 	gvr := resourceAt(crd, target)
 	list, err := r.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: preflightSample})
 	if err != nil {
 		reason := reasonReadFailed
-		if strings.Contains(err.Error(), "conversion webhook") {
+		if migration.IsConversionError(err) {
 			reason = reasonConversionFailed
 		}
 		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("reading %s at %s: %v", crd.Spec.Names.Plural, target, err)}
 	}
 	for _, obj := range list.Items {
-		patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, obj.GetResourceVersion())
+		patch := migration.NoOpPatch(migration.ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()})
 		_, err := r.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch,
-			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, writeTo.Subresources()...)
+		if err == nil || apierrors.IsConflict(err) {
 			continue
 		}
+		if apierrors.IsNotFound(err) {
+			// Deleted since the LIST, or a subresource that is not there:
+			// only a read tells them apart.
+			if _, getErr := r.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(getErr) {
+				continue
+			}
+		}
 		reason := reasonWriteRejected
-		if strings.Contains(err.Error(), "conversion webhook") {
+		if migration.IsConversionError(err) {
 			reason = reasonConversionFailed
 		}
 		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("a no-op write of %s at %s was refused: %v",
-			objectName(obj.GetNamespace(), obj.GetName()), target, err)}
+			klog.KObj(&obj), target, err)}
 	}
 	return graduation.PreflightResult{Passed: true}
 }
@@ -97,9 +107,13 @@ func (r *CRDVersionPolicyReconciler) storageSettled(ctx context.Context, crd *ap
 		return true, nil // nothing to migrate; discovery does not matter
 	}
 	resources, err := r.Discovery.ServerResourcesForGroupVersion(crd.Spec.Group + "/" + storage)
-	if err != nil {
-		log.FromContext(ctx).V(1).Info("discovery does not serve the storage version yet", "version", storage, "error", err.Error())
+	switch {
+	case apierrors.IsNotFound(err):
+		// Not served yet: the API server has not caught up with the CRD.
+		log.FromContext(ctx).V(1).Info("discovery does not serve the storage version yet", "version", storage)
 		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("discover %s/%s: %w", crd.Spec.Group, storage, err)
 	}
 	want := apidiscovery.StorageVersionHash(crd.Spec.Group, storage, crd.Spec.Names.Kind)
 	for _, res := range resources.APIResources {
@@ -204,6 +218,8 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	settings := policy.Spec.Migration
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	r.runs.start(policy.Name, cancel)
+	defer r.runs.done(policy.Name)
 	counted := progressOf(run)
 	opts := migration.Options{
 		Resource:    resourceAt(crd, step.StorageVersion),
@@ -217,6 +233,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 		OnProgress: func(p migration.Progress) {
 			r.countProgress(crd.Name, &counted, p)
 			recordProgress(run, p)
+			r.recovered(policy, crd, step) // a page went through: the run moves again
 			if err := status.write(ctx); err != nil {
 				logger.Error(err, "saving migration progress")
 			}
@@ -228,10 +245,12 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	result, err := migration.Run(runCtx, r.Dynamic, opts)
 	r.countProgress(crd.Name, &counted, result.Progress)
 	recordProgress(run, result.Progress)
-	if why := context.Cause(runCtx); why != nil && !errors.Is(why, context.Canceled) {
+	if why := context.Cause(runCtx); errors.Is(why, errCRDChanged) || errors.Is(why, errPolicyChanged) {
 		// The CRD or the policy changed: the next plan decides what follows.
 		logger.Info("migration interrupted", "reason", why.Error())
 		return status.write(ctx)
+	} else if why != nil && ctx.Err() == nil {
+		err = why // a check between pages failed
 	}
 	if err != nil {
 		return fmt.Errorf("migrate %s to %s: %w", crd.Name, step.StorageVersion, err)
@@ -254,35 +273,47 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 // errCRDChanged and errPolicyChanged stop a run whose premise no longer holds.
 var (
 	errCRDChanged    = errors.New("the CRD changed during the migration")
-	errPolicyChanged = errors.New("the policy was paused or changed its storage version")
+	errPolicyChanged = errors.New("the policy was changed, paused or deleted")
 )
 
 // runInvalidated checks, between pages, that the run still migrates the
 // right thing: the CRD generation and storage version it started on, and a
-// policy that is neither paused nor retargeted.
+// policy that is neither paused nor retargeted. The watches interrupt a run
+// at once; this check also covers an event the watch missed. A read that
+// fails stops the run too: it cannot be known to be right.
 func (r *CRDVersionPolicyReconciler) runInvalidated(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
 	run *graduatorv1alpha1.MigrationStatus) error {
 	crd, err := r.getCRD(ctx, policy.Name)
-	if err == nil && (crd == nil || crd.Generation != run.CRDGeneration || graduation.StorageVersion(crd) != run.StorageVersion) {
+	if err != nil {
+		return err
+	}
+	if crd == nil || crd.Generation != run.CRDGeneration || graduation.StorageVersion(crd) != run.StorageVersion {
 		return errCRDChanged
 	}
 	var current graduatorv1alpha1.CRDVersionPolicy
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(policy), &current); err == nil {
-		if current.Spec.Paused || (current.Spec.StorageVersion != "" && current.Spec.StorageVersion != run.StorageVersion) {
+	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(policy), &current); err != nil {
+		if apierrors.IsNotFound(err) {
 			return errPolicyChanged
 		}
+		return fmt.Errorf("read policy %s: %w", policy.Name, err)
+	}
+	if current.Generation != policy.Generation {
+		return errPolicyChanged
 	}
 	return nil
 }
 
 func progressOf(run *graduatorv1alpha1.MigrationStatus) migration.Progress {
 	p := migration.Progress{
-		Checkpoint: run.ResourceVersion,
-		Continue:   run.ContinueToken,
-		Listed:     run.Listed,
-		Rewritten:  run.Rewritten,
-		Skipped:    run.Skipped,
-		Failed:     run.Failed,
+		Checkpoint:        run.ResourceVersion,
+		Continue:          run.ContinueToken,
+		CatchUp:           run.CatchUp,
+		CatchUpCheckpoint: run.CatchUpResourceVersion,
+		CaughtUp:          run.CaughtUp,
+		Listed:            run.Listed,
+		Rewritten:         run.Rewritten,
+		Skipped:           run.Skipped,
+		Failed:            run.Failed,
 	}
 	for _, f := range run.Failures {
 		p.Failures = append(p.Failures, migration.Failure{Namespace: f.Namespace, Name: f.Name, Reason: f.Reason})
@@ -293,6 +324,7 @@ func progressOf(run *graduatorv1alpha1.MigrationStatus) migration.Progress {
 func recordProgress(run *graduatorv1alpha1.MigrationStatus, p migration.Progress) {
 	run.ResourceVersion = p.Checkpoint
 	run.ContinueToken = p.Continue
+	run.CatchUp, run.CatchUpResourceVersion, run.CaughtUp = p.CatchUp, p.CatchUpCheckpoint, p.CaughtUp
 	run.Listed, run.Rewritten, run.Skipped, run.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
 	run.Progress = fmt.Sprintf("%d/%d", p.Rewritten+p.Skipped+p.Failed, p.Listed)
 	run.Failures = nil

@@ -63,31 +63,32 @@ const (
 
 // Condition reasons. They are contracts: alerts and runbooks match on them.
 const (
-	ReasonPaused                  = "Paused"
-	ReasonCRDNotFound             = "CRDNotFound"
-	ReasonUnknownVersion          = "UnknownVersion"
-	ReasonVersionNotServed        = "VersionNotServed"
-	ReasonConversionNotConfigured = "ConversionNotConfigured"
-	ReasonPreflightPending        = "PreflightPending"
-	ReasonPreflightFailed         = "PreflightFailed"
-	ReasonPreflightSucceeded      = "PreflightSucceeded"
-	ReasonSwitchPending           = "SwitchPending"
-	ReasonStorageVersionSet       = "StorageVersionSet"
-	ReasonSettling                = "Settling"
-	ReasonMigrating               = "Migrating"
-	ReasonMigrationFailed         = "MigrationFailed"
-	ReasonMigrated                = "Migrated"
-	ReasonNothingToMigrate        = "NothingToMigrate"
-	ReasonWaitingForMigration     = "WaitingForMigration"
-	ReasonPruned                  = "Pruned"
-	ReasonPrunePending            = "PrunePending"
-	ReasonRetiring                = "Retiring"
-	ReasonGracePeriod             = "GracePeriod"
-	ReasonRetired                 = "Retired"
-	ReasonAwaitingManifestChange  = "AwaitingManifestChange"
-	ReasonCleaningManagedFields   = "CleaningManagedFields"
-	ReasonGraduated               = "Graduated"
-	ReasonInProgress              = "InProgress"
+	ReasonPaused                   = "Paused"
+	ReasonCRDNotFound              = "CRDNotFound"
+	ReasonUnknownVersion           = "UnknownVersion"
+	ReasonVersionNotServed         = "VersionNotServed"
+	ReasonConversionNotConfigured  = "ConversionNotConfigured"
+	ReasonPreflightPending         = "PreflightPending"
+	ReasonPreflightFailed          = "PreflightFailed"
+	ReasonPreflightSucceeded       = "PreflightSucceeded"
+	ReasonSwitchPending            = "SwitchPending"
+	ReasonStorageVersionSet        = "StorageVersionSet"
+	ReasonSettling                 = "Settling"
+	ReasonMigrating                = "Migrating"
+	ReasonMigrationFailed          = "MigrationFailed"
+	ReasonMigrated                 = "Migrated"
+	ReasonNothingToMigrate         = "NothingToMigrate"
+	ReasonWaitingForMigration      = "WaitingForMigration"
+	ReasonPruned                   = "Pruned"
+	ReasonPrunePending             = "PrunePending"
+	ReasonRetiring                 = "Retiring"
+	ReasonGracePeriod              = "GracePeriod"
+	ReasonRetired                  = "Retired"
+	ReasonAwaitingManifestChange   = "AwaitingManifestChange"
+	ReasonCleaningManagedFields    = "CleaningManagedFields"
+	ReasonGraduated                = "Graduated"
+	ReasonInProgress               = "InProgress"
+	ReasonStatusSubresourceMissing = "StatusSubresourceMissing"
 )
 
 const (
@@ -182,13 +183,22 @@ func (p *planner) set(condType string, status metav1.ConditionStatus, reason, fo
 	})
 }
 
-// unknown marks every listed condition Unknown: a later step cannot be judged
-// before an earlier one is done.
+// unknown marks every listed condition that this plan did not decide
+// Unknown: a later step cannot be judged before an earlier one is done. A
+// condition that was True stays True: being paused or blocked does not undo
+// what was done (a step that changes what it means sets it explicitly).
 func (p *planner) unknown(reason, message string, condTypes ...string) {
 	for _, t := range condTypes {
-		if meta.FindStatusCondition(p.conditions, t) == nil {
-			p.set(t, metav1.ConditionUnknown, reason, "%s", message)
+		if meta.FindStatusCondition(p.conditions, t) != nil {
+			continue
 		}
+		if prev := meta.FindStatusCondition(p.status.Conditions, t); prev != nil && prev.Status == metav1.ConditionTrue {
+			meta.SetStatusCondition(&p.conditions, metav1.Condition{
+				Type: t, Status: prev.Status, Reason: prev.Reason, Message: prev.Message,
+			})
+			continue
+		}
+		p.set(t, metav1.ConditionUnknown, reason, "%s", message)
 	}
 }
 
@@ -267,6 +277,14 @@ func Plan(in Input) Step {
 
 // checkVersions refuses a policy that names versions the CRD does not have.
 func (p *planner) checkVersions(s Step, target string, gitOps bool) (Step, bool) {
+	if v := version(p.crd, target); v != nil && p.spec.Migration.WriteTo == graduatorv1alpha1.WriteToStatus &&
+		(v.Subresources == nil || v.Subresources.Status == nil) {
+		// Every write to /status would answer 404 and migrate nothing.
+		return p.blocked(s, ReasonStatusSubresourceMissing,
+			"spec.migration.writeTo is Status but version %s of %s has no status subresource, so no object could be "+
+				"rewritten; set writeTo: Object or enable subresources.status on %s; nothing was changed",
+			target, p.crd.Name, target), true
+	}
 	if !gitOps {
 		v := version(p.crd, target)
 		if v == nil {

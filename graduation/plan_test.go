@@ -17,14 +17,22 @@ limitations under the License.
 package graduation_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -113,6 +121,22 @@ func deprecate(version, warning string) policyOpt {
 }
 
 func paused(p *graduatorv1alpha1.CRDVersionPolicy) { p.Spec.Paused = true }
+
+func writeToStatus(p *graduatorv1alpha1.CRDVersionPolicy) {
+	p.Spec.Migration.WriteTo = graduatorv1alpha1.WriteToStatus
+}
+
+// withStatusSubresource enables the status subresource on the named version.
+func withStatusSubresource(c *apiextensionsv1.CustomResourceDefinition, version string) *apiextensionsv1.CustomResourceDefinition {
+	for i := range c.Spec.Versions {
+		if c.Spec.Versions[i].Name == version {
+			c.Spec.Versions[i].Subresources = &apiextensionsv1.CustomResourceSubresources{
+				Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+			}
+		}
+	}
+	return c
+}
 
 // storedSince records that the storage version was observed d ago.
 func storedSince(version string, d time.Duration) policyOpt {
@@ -229,6 +253,19 @@ var _ = Describe("Plan", func() {
 				readyReason: graduation.ReasonConversionNotConfigured,
 				condition:   graduatorv1alpha1.ConditionPreflightPassed, condStatus: metav1.ConditionFalse,
 				condReason: graduation.ReasonConversionNotConfigured}),
+
+		Entry("writeTo Status without a status subresource is blocked before anything changes",
+			crd([]string{"v1alpha1"}, alpha, beta), policy("v1beta1", writeToStatus), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
+				readyReason: graduation.ReasonStatusSubresourceMissing,
+				messageParts: []string{"v1beta1", "no status subresource", "writeTo: Object", "nothing was changed"}}),
+		Entry("writeTo Status without a status subresource is blocked in GitOps mode too, before the migration",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("", writeToStatus, storedSince("v1beta1", time.Minute)), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
+				readyReason: graduation.ReasonStatusSubresourceMissing}),
+		Entry("writeTo Status with a status subresource runs the preflight",
+			withStatusSubresource(crd([]string{"v1alpha1"}, alpha, beta), "v1beta1"), policy("v1beta1", writeToStatus), nil, settled,
+			expect{action: graduation.ActionPreflight, phase: graduatorv1alpha1.PhasePreflight, readyReason: graduation.ReasonInProgress}),
 
 		// Preflight and the storage switch.
 		Entry("a new target runs the preflight first",
@@ -436,5 +473,69 @@ var _ = Describe("Observe", func() {
 		status := &graduatorv1alpha1.CRDVersionPolicyStatus{Versions: []graduatorv1alpha1.VersionStatus{{Name: "v1alpha1", ManagedFieldsCleaned: true}}}
 		graduation.Observe(crd([]string{"v1beta1"}, ver{name: "v1alpha1", flags: "s"}, ver{name: "v1beta1", flags: "sS"}), status, now)
 		Expect(status.Versions[0].ManagedFieldsCleaned).To(BeFalse())
+	})
+})
+
+var _ = Describe("Conditions that were True", func() {
+	done := []metav1.Condition{
+		{Type: graduatorv1alpha1.ConditionPreflightPassed, Status: metav1.ConditionTrue, Reason: graduation.ReasonPreflightSucceeded},
+		{Type: graduatorv1alpha1.ConditionMigrated, Status: metav1.ConditionTrue, Reason: graduation.ReasonMigrated, Message: "10 objects rewritten"},
+	}
+	withDone := func(p *graduatorv1alpha1.CRDVersionPolicy) { p.Status.Conditions = done }
+	DescribeTable("stay True when the policy is paused or blocked",
+		func(c *apiextensionsv1.CustomResourceDefinition, p *graduatorv1alpha1.CRDVersionPolicy, readyReason string) {
+			step := graduation.Plan(graduation.Input{CRD: c, Policy: p, Now: now, StorageSettled: true})
+			Expect(step.Reason()).To(Equal(readyReason))
+			for _, want := range done {
+				got := meta.FindStatusCondition(step.Conditions, want.Type)
+				Expect(got).NotTo(BeNil())
+				Expect(got.Status).To(Equal(metav1.ConditionTrue), "%s: %s", want.Type, got.Message)
+				Expect(got.Reason).To(Equal(want.Reason))
+			}
+		},
+		Entry("paused", crd([]string{"v1alpha1", "v1beta1"}, ver{name: "v1alpha1", flags: "s"}, ver{name: "v1beta1", flags: "sS"}),
+			policy("v1beta1", paused, withDone), graduation.ReasonPaused),
+		Entry("blocked by a typo", crd([]string{"v1alpha1", "v1beta1"}, ver{name: "v1alpha1", flags: "s"}, ver{name: "v1beta1", flags: "sS"}),
+			policy("v1beta1", unserve("v1alpah1", 0), withDone), graduation.ReasonUnknownVersion),
+	)
+})
+
+var _ = Describe("StallOf: the reason a person reads when a step keeps failing", func() {
+	gr := schema.GroupResource{Group: "restaurant.example.com", Resource: "pizzas"}
+	DescribeTable("each error names its kind of problem",
+		func(step string, err error, reason string) {
+			stall := graduation.StallOf(step, err, 1)
+			Expect(stall.Reason).To(Equal(reason))
+			Expect(stall.Message).To(HavePrefix(step+" failed (attempt 1): "), "the message names the step")
+			Expect(stall.Message).To(ContainSubstring(strings.Fields(err.Error())[0]), "and quotes the API server")
+			Expect(stall.Message).To(HaveSuffix("retrying in 5s"), "and says when the next try is")
+		},
+		Entry("a conversion webhook down", string(graduation.ActionMigrate), apierrors.NewInternalError(errors.New(
+			`conversion webhook for restaurant.example.com/v1alpha1, Kind=Pizza failed: Post "https://127.0.0.1:9/convert": connection refused`)),
+			graduation.ReasonConversionFailed),
+		Entry("the API server unavailable", string(graduation.ActionPrune), apierrors.NewServiceUnavailable("etcd leader changed"),
+			graduation.ReasonAPIUnavailable),
+		Entry("a refused connection", string(graduation.ActionMigrate),
+			fmt.Errorf("list pizzas: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), graduation.ReasonAPIUnavailable),
+		Entry("a client timeout", string(graduation.ActionMigrate), fmt.Errorf("list pizzas: %w", context.DeadlineExceeded),
+			graduation.ReasonAPIUnavailable),
+		Entry("RBAC", string(graduation.ActionMigrate), apierrors.NewForbidden(gr, "", errors.New(`User "graduator" cannot list resource "pizzas"`)),
+			graduation.ReasonForbidden),
+		Entry("a conflict that keeps recurring", string(graduation.ActionDeprecate), apierrors.NewConflict(gr, "pizzas", errors.New("modified")),
+			graduation.ReasonConflict),
+		Entry("discovery", graduation.StepDiscovery, errors.New("the server could not find the requested resource"),
+			graduation.ReasonDiscoveryFailed),
+		Entry("discovery refused by RBAC is Forbidden", graduation.StepDiscovery, apierrors.NewForbidden(gr, "", errors.New("cannot get path")),
+			graduation.ReasonForbidden),
+		Entry("anything else names the step", string(graduation.ActionCleanupManagedFields), errors.New("boom"),
+			graduation.ReasonStepFailed),
+	)
+	It("trims a long error and backs off from 5s doubling to 5m", func() {
+		stall := graduation.StallOf("Migrate", errors.New(strings.Repeat("x", 5000)), 3)
+		Expect(len(stall.Message)).To(BeNumerically("<", 700))
+		Expect(stall.RetryAfter).To(Equal(20 * time.Second))
+		Expect(graduation.RetryBackoff(1)).To(Equal(5 * time.Second))
+		Expect(graduation.RetryBackoff(7)).To(Equal(5 * time.Minute))
+		Expect(graduation.RetryBackoff(40)).To(Equal(5 * time.Minute))
 	})
 })

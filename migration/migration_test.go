@@ -63,3 +63,39 @@ var _ = Describe("Retriable", func() {
 		Entry("invalid", apierrors.NewBadRequest("no"), false),
 	)
 })
+
+var _ = Describe("Judge: what a refused write proves", func() {
+	listed := ObjectVersion{UID: "u1", ResourceVersion: "900"}
+	DescribeTable("an object is done only when proven so",
+		func(current *ObjectVersion, want Outcome) {
+			Expect(Judge(listed, current, "1000")).To(Equal(want))
+		},
+		Entry("deleted since the LIST: done", nil, Skipped),
+		Entry("deleted and created again (new uid): done", &ObjectVersion{UID: "u2", ResourceVersion: "950"}, Skipped),
+		Entry("written after the checkpoint: done", &ObjectVersion{UID: "u1", ResourceVersion: "1001"}, Skipped),
+		Entry("written before the checkpoint, after the LIST: write again", &ObjectVersion{UID: "u1", ResourceVersion: "950"}, Retry),
+		Entry("unchanged although the write said 404 (no status subresource): failed",
+			&ObjectVersion{UID: "u1", ResourceVersion: "900"}, Failed),
+	)
+	It("never takes an unparsable resourceVersion as newer", func() {
+		Expect(Judge(listed, &ObjectVersion{UID: "u1", ResourceVersion: "900"}, "not-a-number")).To(Equal(Failed))
+	})
+})
+
+var _ = Describe("StopsRun: errors that are the cluster's, not the object's", func() {
+	gr := schema.GroupResource{Group: "restaurant.example.com", Resource: "pizzas"}
+	DescribeTable("which write errors stop the run instead of failing one object",
+		func(err error, stops bool) { Expect(StopsRun(err)).To(Equal(stops)) },
+		Entry("a conversion webhook that does not answer", apierrors.NewInternalError(errors.New(
+			`conversion webhook for restaurant.example.com/v1alpha1, Kind=Pizza failed: Post "https://127.0.0.1:1/convert": connection refused`)), true),
+		Entry("an API server still unavailable after the retries", apierrors.NewServiceUnavailable("later"), true),
+		Entry("throttled beyond the retries", apierrors.NewTooManyRequests("slow down", 2), true),
+		Entry("RBAC says no", apierrors.NewForbidden(gr, "margherita",
+			errors.New(`User "graduator" cannot patch resource "pizzas" in API group "restaurant.example.com"`)), true),
+		Entry("not authenticated", apierrors.NewUnauthorized("who are you"), true),
+		Entry("an admission webhook rejects the object", apierrors.NewForbidden(gr, "margherita",
+			errors.New(`admission webhook "deny.example.com" denied the request: frozen`)), false),
+		Entry("validation rejects the object", apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "Pizza"}, "margherita", nil), false),
+		Entry("a conflict (judged by a read, never final)", apierrors.NewConflict(gr, "margherita", errors.New("changed")), false),
+	)
+})

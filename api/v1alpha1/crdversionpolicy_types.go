@@ -234,6 +234,12 @@ type CRDVersionPolicyStatus struct {
 	// +optional
 	Migration *MigrationStatus `json:"migration,omitempty"`
 
+	// Retries counts the failed attempts of the current step in a row (a
+	// conversion webhook down, the API server unavailable, no permission);
+	// the wait before the next one doubles from 5s up to 5m. Zero once the
+	// step succeeds.
+	// +optional
+	Retries int32 `json:"retries,omitempty"`
 	// Conditions say what is done and, when something is not, why.
 	// +optional
 	// +listType=map
@@ -283,9 +289,22 @@ type MigrationStatus struct {
 	// +optional
 	ResourceVersion string `json:"resourceVersion,omitempty"`
 
-	// ContinueToken is where the listing resumes.
+	// ContinueToken is where the listing resumes (the catch-up sweep's
+	// listing once CatchUp is true).
 	// +optional
 	ContinueToken string `json:"continueToken,omitempty"`
+	// CatchUp is true once every listed object is done and the catch-up
+	// sweep rewrites the objects written while the run went on.
+	// +optional
+	CatchUp bool `json:"catchUp,omitempty"`
+	// CatchUpResourceVersion is the second checkpoint, taken when the sweep
+	// started: the sweep covers objects written between ResourceVersion and
+	// it.
+	// +optional
+	CatchUpResourceVersion string `json:"catchUpResourceVersion,omitempty"`
+	// CaughtUp is the number of objects the catch-up sweep rewrote.
+	// +optional
+	CaughtUp int64 `json:"caughtUp,omitempty"`
 
 	// Listed is the number of objects listed so far.
 	// +optional

@@ -19,14 +19,11 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"os"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -90,7 +87,7 @@ func main() {
 		os.Exit(1)
 	}
 
-	if err := setupControllers(mgr, workers); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: workers}); err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)
 	}
@@ -110,31 +107,4 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("the manager stopped")
-}
-
-// setupControllers registers the policy reconciler and the drift reporter.
-func setupControllers(mgr ctrl.Manager, workers int) error {
-	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("create the dynamic client: %w", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("create the discovery client: %w", err)
-	}
-	recorder := mgr.GetEventRecorder("graduator")
-	if err := (&controllers.CRDVersionPolicyReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Dynamic:                 dyn,
-		Discovery:               disco,
-		Recorder:                recorder,
-		MaxConcurrentReconciles: workers,
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the CRDVersionPolicy controller: %w", err)
-	}
-	if err := (&controllers.DriftReporter{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("set up the drift reporter: %w", err)
-	}
-	return nil
 }

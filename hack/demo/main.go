@@ -36,7 +36,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -315,21 +314,7 @@ func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	recorder := mgr.GetEventRecorder("graduator")
-	if err := (&controllers.CRDVersionPolicyReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dynamic: dyn, Discovery: disco, Recorder: recorder,
-	}).SetupWithManager(mgr); err != nil {
-		return nil, err
-	}
-	if err := (&controllers.DriftReporter{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2}); err != nil {
 		return nil, err
 	}
 	mgrCtx, cancel := context.WithCancel(ctx)

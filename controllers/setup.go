@@ -1,0 +1,62 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Options configure the operator's controllers.
+type Options struct {
+	// MaxConcurrentGraduations is how many CRDs migrate at the same time; 1
+	// when 0.
+	MaxConcurrentGraduations int
+}
+
+// Setup registers Graduator's controllers with a manager: the policy
+// reconciler and the drift reporter. The operator binary, the demo and the
+// test suites all wire the operator through it, from the manager's
+// rest.Config (wrap its transport there to observe the operator's requests).
+func Setup(mgr ctrl.Manager, opts Options) error {
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("create the dynamic client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("create the discovery client: %w", err)
+	}
+	recorder := mgr.GetEventRecorder("graduator")
+	if err := (&CRDVersionPolicyReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Dynamic:                 dyn,
+		Discovery:               disco,
+		Recorder:                recorder,
+		MaxConcurrentReconciles: opts.MaxConcurrentGraduations,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the CRDVersionPolicy controller: %w", err)
+	}
+	if err := (&DriftReporter{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the drift reporter: %w", err)
+	}
+	return nil
+}
