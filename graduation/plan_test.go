@@ -257,7 +257,7 @@ var _ = Describe("Plan", func() {
 		Entry("writeTo Status without a status subresource is blocked before anything changes",
 			crd([]string{"v1alpha1"}, alpha, beta), policy("v1beta1", writeToStatus), nil, settled,
 			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
-				readyReason: graduation.ReasonStatusSubresourceMissing,
+				readyReason:  graduation.ReasonStatusSubresourceMissing,
 				messageParts: []string{"v1beta1", "no status subresource", "writeTo: Object", "nothing was changed"}}),
 		Entry("writeTo Status without a status subresource is blocked in GitOps mode too, before the migration",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("", writeToStatus, storedSince("v1beta1", time.Minute)), nil, settled,
