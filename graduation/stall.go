@@ -97,10 +97,10 @@ func StallReason(step string, err error) string {
 		return ReasonForbidden
 	case apierrors.IsConflict(err):
 		return ReasonConflict
-	case migration.Retriable(err), isTimeout(err):
-		return ReasonAPIUnavailable
 	case step == StepDiscovery:
 		return ReasonDiscoveryFailed
+	case migration.Retriable(err), isTimeout(err):
+		return ReasonAPIUnavailable
 	}
 	return ReasonStepFailed
 }

@@ -32,37 +32,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 // widgetCRD is a small namespaced CRD whose versions share one schema, so it
 // needs no conversion webhook: the specs that are not about conversion use
 // it. The first version is the storage version.
 func widgetCRD(group string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList",
-			},
-			Scope: apiextensionsv1.NamespaceScoped,
-		},
-	}
-	for i, v := range versions {
-		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
-			Name: v, Served: true, Storage: i == 0,
-			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-				Type: "object",
-				Properties: map[string]apiextensionsv1.JSONSchemaProps{
-					"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"color": {Type: "string"},
-						"size":  {Type: "integer"},
-					}},
-				},
-			}},
-		})
-	}
-	return crd
+	return envtestutil.WidgetCRD(group, versions...)
 }
 
 // installCRD creates the CRD, waits until it is served, and deletes it (and
@@ -74,13 +51,7 @@ func installCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefiniti
 		var got apiextensionsv1.CustomResourceDefinition
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(crd), &got)).To(Succeed())
 		g.Expect(isEstablished(&got)).To(BeTrue())
-		for _, v := range got.Spec.Versions {
-			if v.Served {
-				_, err := dyn.Resource(schema.GroupVersionResource{Group: got.Spec.Group, Version: v.Name, Resource: got.Spec.Names.Plural}).
-					List(ctx, metav1.ListOptions{Limit: 1})
-				g.Expect(err).NotTo(HaveOccurred())
-			}
-		}
+		g.Expect(envtestutil.Served(ctx, dyn, &got)).To(Succeed())
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
@@ -93,18 +64,12 @@ func isEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	return false
 }
 
-// createWidgets creates n widgets at the given version in namespace default.
+// createWidgets creates n widgets at the given version in namespace default,
+// one after the other.
 func createWidgets(ctx context.Context, gvr schema.GroupVersionResource, n int) {
-	for i := range n {
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": gvr.GroupVersion().String(),
-			"kind":       "Widget",
-			"metadata":   map[string]any{"name": fmt.Sprintf("widget-%04d", i), "namespace": "default"},
-			"spec":       map[string]any{"color": "blue", "size": int64(i)},
-		}}
-		_, err := dyn.Resource(gvr).Namespace("default").Create(ctx, obj, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-	}
+	ExpectWithOffset(1, envtestutil.CreateObjects(ctx, dyn, gvr, n, 1, func(i int) *unstructured.Unstructured {
+		return envtestutil.Widget(gvr, "default", fmt.Sprintf("widget-%04d", i), map[string]any{"color": "blue", "size": int64(i)})
+	})).To(Succeed())
 }
 
 // createPolicy creates the policy and deletes it when the spec ends.

@@ -69,7 +69,7 @@ var _ = Describe("An operator restarted in the middle of a migration", func() {
 		Eventually(func() []string { return getCRD(ctx, crd.Name).Status.StoredVersions }).WithTimeout(2 * time.Minute).
 			Should(Equal([]string{"v2"}))
 
-		lists := second.lists.of("widgets")
+		lists := second.requests.lists("widgets")
 		Expect(lists).NotTo(BeEmpty())
 		Expect(lists[0].continueToken).To(Equal(saved.ContinueToken),
 			"the new operator's first LIST continues from the saved token")

@@ -24,8 +24,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,22 +31,16 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/controllers"
-	"github.com/graduator/graduator/test/etcdstore"
+	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/pizzaenv"
 )
 
@@ -57,7 +49,7 @@ var (
 	cfg       *rest.Config
 	k8sClient client.Client
 	dyn       dynamic.Interface
-	etcd      *etcdstore.Store
+	etcd      *envtestutil.EtcdStore
 	scheme    = runtime.NewScheme()
 )
 
@@ -87,7 +79,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	dyn, err = dynamic.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())
-	etcd, err = etcdstore.New(testEnv.ControlPlane.Etcd.URL.String())
+	etcd, err = envtestutil.NewEtcdStore(testEnv.ControlPlane.Etcd.URL.String())
 	Expect(err).NotTo(HaveOccurred())
 })
 
@@ -104,83 +96,17 @@ var _ = AfterSuite(func() {
 type operator struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	// lists records the continue token of every LIST of custom resources the
-	// operator sent, in order.
-	lists *listRecorder
+	// requests records every request the operator sent, in order.
+	requests *requestLog
 }
 
-// startOperator runs the manager as the binary would, until stop.
-func startOperator() *operator {
-	lists := &listRecorder{}
-	opCfg := rest.CopyConfig(cfg)
-	opCfg.WrapTransport = lists.wrap
-
-	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Specs start and stop several managers in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	Expect(err).NotTo(HaveOccurred())
-	opDyn, err := dynamic.NewForConfig(opCfg)
-	Expect(err).NotTo(HaveOccurred())
-	disco, err := discovery.NewDiscoveryClientForConfig(opCfg)
-	Expect(err).NotTo(HaveOccurred())
-	recorder := mgr.GetEventRecorder("graduator")
-	Expect((&controllers.CRDVersionPolicyReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Dynamic: opDyn, Discovery: disco, Recorder: recorder, MaxConcurrentReconciles: 2,
-	}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&controllers.DriftReporter{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr)).To(Succeed())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	op := &operator{cancel: cancel, done: make(chan struct{}), lists: lists}
-	go func() {
-		defer GinkgoRecover()
-		defer close(op.done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-	return op
-}
+// startOperator runs the manager as the binary would, as the suite's admin.
+func startOperator() *operator { return startOperatorWith(operatorOptions{}) }
 
 // stop stops the manager the way SIGTERM does and waits until it returned.
 func (o *operator) stop() {
 	o.cancel()
 	Eventually(o.done).WithTimeout(time.Minute).Should(BeClosed())
-}
-
-// listRecorder records the LIST requests of custom resources.
-type listRecorder struct {
-	mu    sync.Mutex
-	calls []listCall
-}
-
-type listCall struct {
-	path, continueToken string
-}
-
-func (l *listRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if req.Method == http.MethodGet && strings.HasPrefix(req.URL.Path, "/apis/") && req.URL.Query().Has("limit") {
-			l.mu.Lock()
-			l.calls = append(l.calls, listCall{path: req.URL.Path, continueToken: req.URL.Query().Get("continue")})
-			l.mu.Unlock()
-		}
-		return rt.RoundTrip(req)
-	})
-}
-
-// of returns the recorded LISTs whose path ends with the resource's plural.
-func (l *listRecorder) of(plural string) []listCall {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []listCall
-	for _, c := range l.calls {
-		if strings.HasSuffix(c.path, "/"+plural) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

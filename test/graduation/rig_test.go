@@ -1,0 +1,132 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package graduation_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/graduator/graduator/controllers"
+)
+
+// operatorOptions say who the operator is and what its requests meet.
+type operatorOptions struct {
+	// config is the identity; the suite's admin when nil.
+	config *rest.Config
+	// fault, when set, answers a request instead of the API server when it
+	// returns a response.
+	fault func(*http.Request) *http.Response
+}
+
+// startOperatorWith runs the manager as the binary would (controllers.Setup),
+// until stop, recording every request it sends.
+func startOperatorWith(opts operatorOptions) *operator {
+	base := opts.config
+	if base == nil {
+		base = cfg
+	}
+	requests := &requestLog{}
+	opCfg := rest.CopyConfig(base)
+	opCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			requests.add(req)
+			if opts.fault != nil {
+				if resp := opts.fault(req); resp != nil {
+					return resp, nil
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Specs start and stop several managers in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2})).To(Succeed())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	op := &operator{cancel: cancel, done: make(chan struct{}), requests: requests}
+	go func() {
+		defer GinkgoRecover()
+		defer close(op.done)
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	return op
+}
+
+// requestLog records the operator's requests: method, path, query and when.
+type requestLog struct {
+	mu    sync.Mutex
+	calls []request
+}
+
+type request struct {
+	method, path, continueToken string
+	dryRun, limit               bool
+	at                          time.Time
+}
+
+func (l *requestLog) add(req *http.Request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, request{
+		method: req.Method, path: req.URL.Path, continueToken: req.URL.Query().Get("continue"),
+		dryRun: req.URL.Query().Has("dryRun"), limit: req.URL.Query().Has("limit"), at: time.Now(),
+	})
+}
+
+// writes returns the PATCH requests, dry runs excluded, to objects of the
+// resource (any version), sent after since.
+func (l *requestLog) writes(plural string, since time.Time) []request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []request
+	for _, c := range l.calls {
+		if c.method == http.MethodPatch && !c.dryRun && strings.Contains(c.path, "/"+plural+"/") && !c.at.Before(since) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// lists returns the paged LIST requests of the resource, in order.
+func (l *requestLog) lists(plural string) []request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []request
+	for _, c := range l.calls {
+		if c.method == http.MethodGet && c.limit && strings.HasSuffix(c.path, "/"+plural) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
