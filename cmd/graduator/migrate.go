@@ -46,6 +46,7 @@ type migrateSummary struct {
 	Rewritten      int64               `json:"rewritten"`
 	Skipped        int64               `json:"skipped"`
 	Failed         int64               `json:"failed"`
+	CaughtUp       int64               `json:"caughtUp"`
 	Failures       []migration.Failure `json:"failures,omitempty"`
 	Pruned         bool                `json:"pruned"`
 	StoredVersions []string            `json:"storedVersions"`
@@ -124,7 +125,7 @@ func runMigrate(cmd *cobra.Command, flags *genericclioptions.ConfigFlags, crdNam
 	summary := migrateSummary{
 		CRD: crdName, StorageVersion: storage, Complete: result.Complete,
 		Listed: result.Listed, Rewritten: result.Rewritten, Skipped: result.Skipped, Failed: result.Failed,
-		Failures: result.Failures, StoredVersions: crd.Status.StoredVersions,
+		CaughtUp: result.CaughtUp, Failures: result.Failures, StoredVersions: crd.Status.StoredVersions,
 	}
 	var pruneErr error
 	if prune {
@@ -156,8 +157,8 @@ func runMigrate(cmd *cobra.Command, flags *genericclioptions.ConfigFlags, crdNam
 }
 
 func printSummary(w io.Writer, s migrateSummary) {
-	lines := []string{fmt.Sprintf("%s: %d listed, %d rewritten as %s, %d skipped, %d failed",
-		s.CRD, s.Listed, s.Rewritten, s.StorageVersion, s.Skipped, s.Failed)}
+	lines := []string{fmt.Sprintf("%s: %d listed, %d rewritten as %s, %d skipped, %d failed; %d written during the run caught up",
+		s.CRD, s.Listed, s.Rewritten, s.StorageVersion, s.Skipped, s.Failed, s.CaughtUp)}
 	for _, f := range s.Failures {
 		lines = append(lines, "  failed: "+f.String())
 	}

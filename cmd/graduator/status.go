@@ -52,7 +52,12 @@ type CRDStatus struct {
 	Drift       []string `json:"drift,omitempty"`
 	PolicyPhase string   `json:"policyPhase,omitempty"`
 	Ready       string   `json:"ready,omitempty"`
-	Message     string   `json:"message,omitempty"`
+	// Reason is the Ready condition's reason: why a graduation waits or
+	// stalls (ConversionFailed, Forbidden, ...).
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// PolicyError says why the policy could not be read, when it could not.
+	PolicyError string `json:"policyError,omitempty"`
 }
 
 func newStatusCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
@@ -105,25 +110,34 @@ func collectStatus(ctx context.Context, crdClient apiextensionsclient.Interface,
 		return nil, fmt.Errorf("list CustomResourceDefinitions: %w", err)
 	}
 	policies := map[string]*graduatorv1alpha1.CRDVersionPolicy{}
+	undecodable := map[string]error{}
 	list, err := dyn.Resource(graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies")).List(ctx, metav1.ListOptions{})
 	if err == nil {
 		for _, item := range list.Items {
 			var p graduatorv1alpha1.CRDVersionPolicy
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &p); err == nil {
-				policies[p.Name] = &p
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &p); err != nil {
+				// A policy written by a newer operator, or by hand: show it
+				// with the error rather than hide it.
+				undecodable[item.GetName()] = err
+				continue
 			}
+			policies[p.Name] = &p
 		}
 	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("list CRDVersionPolicies: %w", err)
 	}
-	return statusRows(crds.Items, policies), nil
+	return statusRows(crds.Items, policies, undecodable), nil
 }
 
-// statusRows builds the rows, sorted by CRD name.
-func statusRows(crds []apiextensionsv1.CustomResourceDefinition, policies map[string]*graduatorv1alpha1.CRDVersionPolicy) []CRDStatus {
+// statusRows builds the rows, sorted by name: one per CRD, and one per
+// policy whose CRD does not exist.
+func statusRows(crds []apiextensionsv1.CustomResourceDefinition, policies map[string]*graduatorv1alpha1.CRDVersionPolicy,
+	undecodable map[string]error) []CRDStatus {
 	rows := make([]CRDStatus, 0, len(crds))
+	seen := map[string]bool{}
 	for i := range crds {
 		crd := &crds[i]
+		seen[crd.Name] = true
 		row := CRDStatus{
 			Name:           crd.Name,
 			StorageVersion: graduation.StorageVersion(crd),
@@ -138,22 +152,49 @@ func statusRows(crds []apiextensionsv1.CustomResourceDefinition, policies map[st
 				row.Deprecated = append(row.Deprecated, v.Name)
 			}
 		}
-		if p := policies[crd.Name]; p != nil {
-			row.PolicyPhase = string(p.Status.Phase)
-			if c := meta.FindStatusCondition(p.Status.Conditions, graduatorv1alpha1.ConditionReady); c != nil {
-				row.Ready = string(c.Status)
-				row.Message = c.Message
-			}
-		}
+		addPolicy(&row, policies[crd.Name], undecodable[crd.Name])
 		rows = append(rows, row)
+	}
+	for name, p := range policies {
+		if !seen[name] {
+			row := CRDStatus{Name: name}
+			addPolicy(&row, p, nil)
+			rows = append(rows, row)
+		}
+	}
+	for name, err := range undecodable {
+		if !seen[name] {
+			row := CRDStatus{Name: name}
+			addPolicy(&row, nil, err)
+			rows = append(rows, row)
+		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	return rows
 }
 
+// addPolicy fills the policy's columns of a row.
+func addPolicy(row *CRDStatus, p *graduatorv1alpha1.CRDVersionPolicy, decodeErr error) {
+	if decodeErr != nil {
+		row.PolicyPhase = "Unreadable"
+		row.PolicyError = decodeErr.Error()
+		return
+	}
+	if p == nil {
+		return
+	}
+	row.PolicyPhase = string(p.Status.Phase)
+	if row.PolicyPhase == "" {
+		row.PolicyPhase = "Pending"
+	}
+	if c := meta.FindStatusCondition(p.Status.Conditions, graduatorv1alpha1.ConditionReady); c != nil {
+		row.Ready, row.Reason, row.Message = string(c.Status), c.Reason, c.Message
+	}
+}
+
 func printStatusTable(w io.Writer, rows []CRDStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "CRD\tSTORAGE\tSTORED\tSERVED\tDEPRECATED\tDRIFT\tPOLICY")
+	_, _ = fmt.Fprintln(tw, "CRD\tSTORAGE\tSTORED\tSERVED\tDEPRECATED\tDRIFT\tPOLICY\tREASON")
 	for _, r := range rows {
 		drift := "-"
 		if len(r.Drift) > 0 {
@@ -163,8 +204,12 @@ func printStatusTable(w io.Writer, rows []CRDStatus) error {
 		if r.PolicyPhase != "" {
 			policy = r.PolicyPhase
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orDash(r.StorageVersion), list(r.StoredVersions),
-			list(r.Served), list(r.Deprecated), drift, policy)
+		reason := orDash(r.Reason)
+		if r.PolicyError != "" {
+			reason = "cannot decode the policy: " + r.PolicyError
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orDash(r.StorageVersion), list(r.StoredVersions),
+			list(r.Served), list(r.Deprecated), drift, policy, reason)
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,75 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+)
+
+func TestStatusRowsShowWhyAndHideNothing(t *testing.T) {
+	crd := apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "pizzas.restaurant.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+			{Name: "v1alpha1", Served: true}, {Name: "v1beta1", Served: true, Storage: true},
+		}},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: []string{"v1alpha1", "v1beta1"}},
+	}
+	stalled := &graduatorv1alpha1.CRDVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: crd.Name},
+		Status: graduatorv1alpha1.CRDVersionPolicyStatus{Phase: graduatorv1alpha1.PhaseMigrating, Conditions: []metav1.Condition{{
+			Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "ConversionFailed",
+			Message: "Migrate failed (attempt 2): conversion webhook ...; retrying in 10s",
+		}}},
+	}
+	orphan := &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "gone.example.com"}}
+	rows := statusRows([]apiextensionsv1.CustomResourceDefinition{crd},
+		map[string]*graduatorv1alpha1.CRDVersionPolicy{crd.Name: stalled, orphan.Name: orphan},
+		map[string]error{"broken.example.com": errors.New(`json: cannot unmarshal string into Go struct field .spec.paused of type bool`)})
+
+	if len(rows) != 3 {
+		t.Fatalf("want a row for the CRD, the policy without a CRD and the unreadable policy, got %d: %+v", len(rows), rows)
+	}
+	byName := map[string]CRDStatus{}
+	for _, r := range rows {
+		byName[r.Name] = r
+	}
+	if r := byName[crd.Name]; r.Reason != "ConversionFailed" || r.PolicyPhase != "Migrating" || len(r.Drift) != 1 {
+		t.Errorf("the stalled policy's row: %+v", r)
+	}
+	if r := byName["broken.example.com"]; r.PolicyPhase != "Unreadable" || r.PolicyError == "" {
+		t.Errorf("an undecodable policy is listed with its error: %+v", r)
+	}
+	if r := byName["gone.example.com"]; r.PolicyPhase != "Pending" {
+		t.Errorf("a policy without its CRD is listed: %+v", r)
+	}
+	var out bytes.Buffer
+	if err := printStatusTable(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"REASON", "ConversionFailed", "cannot decode the policy: json: cannot unmarshal"} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Errorf("the table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
