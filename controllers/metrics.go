@@ -49,6 +49,10 @@ var (
 		Name: "graduator_policy_phase",
 		Help: "The phase of each CRDVersionPolicy: 1 for its current phase, 0 for the others.",
 	}, []string{"crd", "phase"})
+	migrationWriters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "graduator_migration_writers",
+		Help: "The adaptive limit on writes in flight of the running migration.",
+	}, []string{"crd"})
 	stepErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "graduator_step_errors_total",
 		Help: "Failed attempts of a graduation step, by step and by the reason set on the policy's Ready condition.",
@@ -57,7 +61,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(objectsRewritten, objectsSkipped, objectsFailed, migrationDuration,
-		staleStoredVersions, policyPhase, stepErrors)
+		staleStoredVersions, policyPhase, stepErrors, migrationWriters)
 }
 
 // forgetPolicy drops the series of a deleted policy, so that a dashboard

@@ -21,6 +21,7 @@ import (
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -31,7 +32,8 @@ type Options struct {
 	MaxConcurrentGraduations int
 }
 
-// Setup registers Graduator's controllers with a manager: the policy
+// Setup registers Graduator's controllers with a manager (created with
+// CacheOptions): the policy
 // reconciler and the drift reporter. The operator binary, the demo and the
 // test suites all wire the operator through it, from the manager's
 // rest.Config (wrap its transport there to observe the operator's requests).
@@ -39,6 +41,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("create the dynamic client: %w", err)
+	}
+	meta, err := metadata.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("create the metadata client: %w", err)
 	}
 	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
@@ -49,6 +55,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Dynamic:                 dyn,
+		Metadata:                meta,
 		Discovery:               disco,
 		Recorder:                recorder,
 		MaxConcurrentReconciles: opts.MaxConcurrentGraduations,

@@ -223,6 +223,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	counted := progressOf(run)
 	opts := migration.Options{
 		Resource:    resourceAt(crd, step.StorageVersion),
+		Metadata:    r.Metadata,
 		Concurrency: int(settings.Concurrency),
 		PageSize:    settings.PageSize,
 		QPS:         float32(settings.QPS),
@@ -232,6 +233,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 		MaxFailures: 20,
 		OnProgress: func(p migration.Progress) {
 			r.countProgress(crd.Name, &counted, p)
+			migrationWriters.WithLabelValues(crd.Name).Set(float64(p.Writers))
 			recordProgress(run, p)
 			r.recovered(policy, crd, step) // a page went through: the run moves again
 			if err := status.write(ctx); err != nil {
@@ -325,6 +327,7 @@ func recordProgress(run *graduatorv1alpha1.MigrationStatus, p migration.Progress
 	run.ResourceVersion = p.Checkpoint
 	run.ContinueToken = p.Continue
 	run.CatchUp, run.CatchUpResourceVersion, run.CaughtUp = p.CatchUp, p.CatchUpCheckpoint, p.CaughtUp
+	run.Writers = int32(p.Writers)
 	run.Listed, run.Rewritten, run.Skipped, run.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
 	run.Progress = fmt.Sprintf("%d/%d", p.Rewritten+p.Skipped+p.Failed, p.Listed)
 	run.Failures = nil

@@ -17,7 +17,6 @@ limitations under the License.
 package graduation
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -99,7 +98,7 @@ func StallReason(step string, err error) string {
 		return ReasonConflict
 	case step == StepDiscovery:
 		return ReasonDiscoveryFailed
-	case migration.Retriable(err), isTimeout(err):
+	case migration.Retriable(err), migration.IsTimeout(err):
 		return ReasonAPIUnavailable
 	}
 	return ReasonStepFailed
@@ -113,11 +112,4 @@ func RetryBackoff(attempt int32) time.Duration {
 		wait *= 2
 	}
 	return min(wait, stallRetryMax)
-}
-
-// isTimeout reports a client-side timeout anywhere in the chain: a context
-// deadline or a net.Error that timed out both say Timeout().
-func isTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
 }

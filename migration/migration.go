@@ -37,6 +37,11 @@ limitations under the License.
 // the run, possibly by an API server of an HA control plane that learned the
 // new storage version late. Its writes are the churn of the run, not N.
 //
+// Writers run under an adaptive limit (see NextLimit) and flow across page
+// boundaries; the continue token a caller saves advances only past pages
+// whose every object is done, so a resumed run loses nothing and repeats
+// little.
+//
 // The package is used by the Graduator operator and CLI, and works in your
 // own envtest suites: give it a dynamic client and the resource.
 package migration
@@ -53,13 +58,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 )
@@ -77,13 +81,16 @@ const (
 
 // Defaults for zero Options fields.
 const (
-	DefaultConcurrency = 16
+	// DefaultConcurrency is the upper bound of the adaptive writer limit.
+	DefaultConcurrency = 64
 	DefaultPageSize    = 500
-	DefaultQPS         = 200
 	DefaultMaxFailures = 20
 	// maxListRestarts bounds how often an expired continue token restarts
 	// the listing in one run.
 	maxListRestarts = 5
+	// pagesInFlight bounds the pages listed but not yet done: memory holds
+	// at most this many pages of metadata.
+	pagesInFlight = 3
 )
 
 // Options configure a Run.
@@ -92,11 +99,18 @@ type Options struct {
 	// the one objects are read and written at; any served version works, the
 	// storage version avoids conversions.
 	Resource schema.GroupVersionResource
-	// Concurrency is the number of parallel writers.
+	// Metadata, when set, lists, reads and writes through client-go's
+	// metadata client: only namespace, name, uid and resourceVersion travel,
+	// whatever the size of the objects. The dynamic client is used otherwise.
+	Metadata metadata.Interface
+	// Concurrency is the upper bound on writers in flight; the limit adapts
+	// below it (DefaultConcurrency when 0).
 	Concurrency int
 	// PageSize is the LIST limit.
 	PageSize int64
-	// QPS caps writes per second.
+	// QPS, when above 0, caps writes per second. None by default: API
+	// Priority and Fairness protects the API server, and the adaptive limit
+	// backs off when it says so.
 	QPS float32
 	// WriteTo is where the no-op writes go; WriteToObject when empty.
 	WriteTo WriteTarget
@@ -110,14 +124,14 @@ type Options struct {
 	Resume Progress
 	// MaxFailures bounds Progress.Failures.
 	MaxFailures int
-	// OnProgress is called after every page, once every object of the page
-	// was handled, so persisting Progress.Continue and Progress.Checkpoint is
-	// safe; and once more at the end.
+	// OnProgress is called, never concurrently, each time the oldest pages
+	// in flight are done, so persisting Progress.Continue and
+	// Progress.Checkpoint is safe; and once more at the end.
 	OnProgress func(Progress)
 }
 
 // Progress counts what a run did. Counts are cumulative, including those of
-// the Options.Resume it started from.
+// the Options.Resume it started from, and cover done pages only.
 type Progress struct {
 	// Checkpoint is the checkpoint resourceVersion in use.
 	Checkpoint string
@@ -134,9 +148,14 @@ type Progress struct {
 	// write of ours: deleted or replaced meanwhile, or written after the
 	// checkpoint) and Failed ones, in the main pass.
 	Listed, Rewritten, Skipped, Failed int64
+	// Remaining is the API server's estimate of the objects not listed yet
+	// (remainingItemCount), -1 when unknown.
+	Remaining int64
 	// CaughtUp counts the objects the catch-up sweep found written during
 	// the run and rewrote (or proved done).
 	CaughtUp int64
+	// Writers is the adaptive limit on writes in flight when reported.
+	Writers int
 	// Failures names some of the failed objects, at most Options.MaxFailures.
 	Failures []Failure
 }
@@ -164,11 +183,11 @@ type Result struct {
 // Run rewrites every object of opts.Resource, then sweeps once more over the
 // objects written while it ran (see the package documentation). It returns
 // when both listings are complete, when the context is cancelled (with the
-// progress of the last complete page, from which a later run can resume), or
-// on an error that stops the run as a whole: a failed LIST, or a write
-// refused for a reason that is not the object's own (a conversion webhook
-// down, the API server unavailable, no permission). Errors of single objects
-// do not stop it: they are counted in Failed and named in Failures.
+// progress of the last done page, from which a later run can resume), or on
+// an error that stops the run as a whole: a failed LIST, or a write refused
+// for a reason that is not the object's own (a conversion webhook down, the
+// API server unavailable, no permission). Errors of single objects do not
+// stop it: they are counted in Failed and named in Failures.
 //
 // An object counts as done only when the API server acknowledged a write of
 // it (2xx), a GET proved it deleted or replaced (new uid), or its
@@ -176,22 +195,28 @@ type Result struct {
 func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, error) {
 	opts = withDefaults(opts)
 	r := &runner{
-		client:   client,
+		objects:  newObjectClient(client, opts),
 		opts:     opts,
-		limiter:  flowcontrol.NewTokenBucketRateLimiter(opts.QPS, max(1, opts.Concurrency)),
+		writers:  newLimiter(opts.Concurrency),
 		progress: opts.Resume,
 	}
+	if opts.QPS > 0 {
+		r.qps = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, max(1, int(opts.QPS)))
+		defer r.qps.Stop()
+	}
 	r.progress.Failures = append([]Failure(nil), opts.Resume.Failures...)
+	r.progress.Remaining = -1
 	if opts.Checkpoint != "" {
 		r.progress.Checkpoint = opts.Checkpoint
 	}
-	defer r.limiter.Stop()
 	if !r.progress.CatchUp {
 		complete, err := r.pass(ctx, mainPass)
 		if !complete || err != nil {
 			return r.result(false), err
 		}
-		r.count(func(p *Progress) { p.CatchUp, p.Continue = true, "" })
+		r.mu.Lock()
+		r.progress.CatchUp, r.progress.Continue = true, ""
+		r.mu.Unlock()
 	}
 	complete, err := r.pass(ctx, catchUpPass)
 	return r.result(complete && err == nil), err
@@ -204,9 +229,6 @@ func withDefaults(o Options) Options {
 	if o.PageSize <= 0 {
 		o.PageSize = DefaultPageSize
 	}
-	if o.QPS <= 0 {
-		o.QPS = DefaultQPS
-	}
 	if o.WriteTo == "" {
 		o.WriteTo = WriteToObject
 	}
@@ -217,10 +239,12 @@ func withDefaults(o Options) Options {
 }
 
 type runner struct {
-	client  dynamic.Interface
+	objects objectClient
 	opts    Options
-	limiter flowcontrol.RateLimiter
+	writers *limiter
+	qps     flowcontrol.RateLimiter // nil: no cap
 
+	// mu guards progress, the done pages' counts, and written.
 	mu       sync.Mutex
 	progress Progress
 	// written holds the resourceVersions the API server gave this run's own
@@ -228,6 +252,8 @@ type runner struct {
 	// just wrote (8 bytes an object; lost on a restart, when the sweep then
 	// rewrites those objects again, which is safe and cheap).
 	written []uint64
+	// report serializes OnProgress calls.
+	report sync.Mutex
 }
 
 // passKind tells the main pass from the catch-up sweep.
@@ -240,54 +266,80 @@ const (
 
 // page is one LIST response, or the error that ended the listing.
 type page struct {
-	items           []unstructured.Unstructured
+	items           []objectRef
 	resourceVersion string
 	continueToken   string
+	remaining       int64
 	err             error
 }
 
-// pass lists every object and hands each to a writer, a page at a time. It
-// reports whether the listing reached its end.
+// pageRun is a page whose objects are being handled: its counts join the
+// run's progress when it and every page before it are done.
+type pageRun struct {
+	page
+	pending int
+	counts  Progress
+	// unfinished is set when the run stopped before one of its objects was
+	// handled: the page is then never counted, and neither is any after it.
+	unfinished bool
+}
+
+// pass lists every object and hands each to a writer. Writers flow from
+// one page into the next; pages are marked done in listing order.
 func (r *runner) pass(ctx context.Context, kind passKind) (bool, error) {
 	// A writer that meets an error which is not the object's own aborts the
-	// pass through this context; the page is then not counted as done.
+	// pass through this context; pages not done are then not counted.
 	workCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	listCtx, stopListing := context.WithCancel(workCtx)
 	defer stopListing()
-	// One page is fetched ahead while the workers write the current one;
-	// memory holds at most two pages.
 	pages := make(chan page, 1)
 	go r.list(listCtx, r.snapshot().Continue, pages)
 
 	if kind == catchUpPass {
+		r.mu.Lock()
 		slices.Sort(r.written)
+		r.mu.Unlock()
 	}
-	work := make(chan *unstructured.Unstructured)
-	var workers sync.WaitGroup
-	var pageDone sync.WaitGroup
-	for range r.opts.Concurrency {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for obj := range work {
-				if err := r.handle(workCtx, kind, obj); err != nil {
-					abort(err)
-				}
-				pageDone.Done()
-			}
-		}()
+	var (
+		writers  sync.WaitGroup
+		mu       sync.Mutex // guards inFlight
+		inFlight []*pageRun
+		slots    = make(chan struct{}, pagesInFlight)
+	)
+	// finish records one object's outcome and marks done the pages at the
+	// head that have nothing pending.
+	finish := func(pr *pageRun, outcome Outcome, err error, obj objectRef) {
+		mu.Lock()
+		r.tally(&pr.counts, kind, outcome, err, obj)
+		pr.unfinished = pr.unfinished || outcome == notCounted
+		pr.pending--
+		var done []*pageRun
+		for len(inFlight) > 0 && inFlight[0].pending == 0 && !inFlight[0].unfinished {
+			done = append(done, inFlight[0])
+			inFlight = inFlight[1:]
+		}
+		if len(done) > 0 {
+			r.commit(kind, done)
+		}
+		mu.Unlock()
+		for range done {
+			<-slots
+		}
 	}
-	defer func() {
-		close(work)
-		workers.Wait()
-	}()
 
+	var listErr error
+dispatch:
 	for p := range pages {
 		if p.err != nil {
-			return false, p.err
+			listErr = p.err
+			break
 		}
-		saved := r.snapshot()
+		select {
+		case slots <- struct{}{}:
+		case <-workCtx.Done():
+			break dispatch
+		}
 		r.mu.Lock()
 		switch {
 		case kind == mainPass && r.progress.Checkpoint == "":
@@ -295,40 +347,98 @@ func (r *runner) pass(ctx context.Context, kind passKind) (bool, error) {
 		case kind == catchUpPass && r.progress.CatchUpCheckpoint == "":
 			r.progress.CatchUpCheckpoint = p.resourceVersion
 		}
-		if kind == mainPass {
-			r.progress.Listed += int64(len(p.items))
-		}
+		progress := r.progress
 		r.mu.Unlock()
 
-		for i := range p.items {
-			pageDone.Add(1)
-			select {
-			case work <- &p.items[i]:
-			case <-workCtx.Done():
-				pageDone.Done()
+		pr := &pageRun{page: p, pending: len(p.items) + 1} // +1: held until dispatched
+		mu.Lock()
+		inFlight = append(inFlight, pr)
+		mu.Unlock()
+		for _, obj := range p.items {
+			checkpoint, needed := r.needsWrite(kind, obj, progress)
+			if !needed {
+				finish(pr, Skipped, nil, obj)
+				continue
 			}
-		}
-		pageDone.Wait()
-		if workCtx.Err() != nil {
-			// The page may be half done: report the last complete page, so
-			// that a resumed run lists this page again.
-			r.mu.Lock()
-			r.progress = saved
-			r.mu.Unlock()
-			if cause := context.Cause(workCtx); ctx.Err() == nil && cause != nil {
-				return false, cause
+			if err := r.writers.Acquire(workCtx); err != nil {
+				finish(pr, notCounted, nil, obj)
+				continue
 			}
-			return false, ctx.Err()
+			writers.Add(1)
+			go func(obj objectRef) {
+				defer writers.Done()
+				outcome, err := r.handle(workCtx, obj, checkpoint)
+				if err != nil && StopsRun(err) && workCtx.Err() == nil {
+					abort(fmt.Errorf("rewrite %s %s: %w", r.opts.Resource.Resource, klog.KRef(obj.Namespace, obj.Name), err))
+				}
+				if workCtx.Err() != nil {
+					outcome = notCounted
+				}
+				finish(pr, outcome, err, obj)
+			}(obj)
 		}
-		r.mu.Lock()
-		r.progress.Continue = p.continueToken
-		r.mu.Unlock()
-		r.report()
+		finish(pr, dispatched, nil, objectRef{})
 	}
-	if ctx.Err() != nil {
+	writers.Wait()
+	// Drain the lister, which stops once its context is cancelled.
+	stopListing()
+	for range pages {
+	}
+
+	switch {
+	case listErr != nil:
+		return false, listErr
+	case ctx.Err() != nil:
 		return false, ctx.Err()
+	case workCtx.Err() != nil:
+		return false, context.Cause(workCtx)
 	}
 	return true, nil
+}
+
+// needsWrite decides, without a request, whether an object must be
+// written, and against which checkpoint a refused write is judged. Objects
+// newer than the checkpoint are done; the sweep only looks at objects
+// written during the main pass by someone other than this run.
+func (r *runner) needsWrite(kind passKind, obj objectRef, p Progress) (string, bool) {
+	checkpoint := p.Checkpoint
+	if kind == catchUpPass {
+		if !isNewerOrUnknown(obj.ResourceVersion, p.Checkpoint) || r.wroteVersion(obj.ResourceVersion) {
+			return "", false
+		}
+		checkpoint = p.CatchUpCheckpoint
+	}
+	if newer, _ := isNewer(obj.ResourceVersion, checkpoint); newer {
+		return "", false
+	}
+	return checkpoint, true
+}
+
+// commit adds done pages, in listing order, to the run's progress and
+// reports it. A page is never counted twice: a resumed run starts after it.
+func (r *runner) commit(kind passKind, done []*pageRun) {
+	r.mu.Lock()
+	for _, pr := range done {
+		c := pr.counts
+		if kind == mainPass {
+			r.progress.Listed += int64(len(pr.items))
+		}
+		r.progress.Rewritten += c.Rewritten
+		r.progress.Skipped += c.Skipped
+		r.progress.Failed += c.Failed
+		r.progress.CaughtUp += c.CaughtUp
+		for _, f := range c.Failures {
+			if len(r.progress.Failures) < r.opts.MaxFailures {
+				r.progress.Failures = append(r.progress.Failures, f)
+			}
+		}
+		r.progress.Continue = pr.continueToken
+		if kind == mainPass {
+			r.progress.Remaining = pr.remaining
+		}
+	}
+	r.mu.Unlock()
+	r.notify()
 }
 
 // list sends pages until the listing ends, restarting it from the beginning
@@ -338,12 +448,10 @@ func (r *runner) list(ctx context.Context, continueToken string, pages chan<- pa
 	defer close(pages)
 	restarts := 0
 	for {
-		var list *unstructured.UnstructuredList
+		var p page
 		err := retry(ctx, func() error {
 			var err error
-			list, err = r.client.Resource(r.opts.Resource).List(ctx, metav1.ListOptions{
-				Limit: r.opts.PageSize, Continue: continueToken,
-			})
+			p, err = r.objects.list(ctx, metav1.ListOptions{Limit: r.opts.PageSize, Continue: continueToken})
 			return err
 		})
 		if apierrors.IsResourceExpired(err) && continueToken != "" && restarts < maxListRestarts {
@@ -351,11 +459,8 @@ func (r *runner) list(ctx context.Context, continueToken string, pages chan<- pa
 			continueToken = ""
 			continue
 		}
-		p := page{err: err}
 		if err != nil {
-			p.err = fmt.Errorf("list %s: %w", r.opts.Resource, err)
-		} else {
-			p = page{items: list.Items, resourceVersion: list.GetResourceVersion(), continueToken: list.GetContinue()}
+			p = page{err: fmt.Errorf("list %s: %w", r.opts.Resource, err)}
 		}
 		select {
 		case pages <- p:
@@ -369,87 +474,63 @@ func (r *runner) list(ctx context.Context, continueToken string, pages chan<- pa
 	}
 }
 
-// handle brings one object to a verdict and counts it. It returns an error
-// only for one that is not the object's own and stops the pass.
-func (r *runner) handle(ctx context.Context, kind passKind, obj *unstructured.Unstructured) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	progress := r.snapshot()
-	checkpoint := progress.Checkpoint
-	if kind == catchUpPass {
-		// The sweep is only about objects written during the main pass, by
-		// someone other than this run.
-		if !isNewerOrUnknown(obj.GetResourceVersion(), progress.Checkpoint) || r.wroteVersion(obj.GetResourceVersion()) {
-			return nil
+// handle rewrites one object under a writer slot, which it releases with
+// what the write told about the API server's load. The returned error
+// explains a Failed outcome or stops the run (StopsRun).
+func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, error) {
+	released := false
+	release := func(s Signal) {
+		if !released {
+			released = true
+			r.writers.Release(s)
 		}
-		checkpoint = progress.CatchUpCheckpoint
 	}
-	if newer, _ := isNewer(obj.GetResourceVersion(), checkpoint); newer {
-		r.tally(kind, Skipped, nil, obj)
-		return nil
+	defer release(Signal{})
+	if r.qps != nil {
+		if err := r.qps.Wait(ctx); err != nil {
+			return notCounted, err
+		}
 	}
-	if err := r.limiter.Wait(ctx); err != nil {
-		return nil
-	}
-	outcome, err := r.rewrite(ctx, obj, checkpoint)
-	switch {
-	case ctx.Err() != nil:
-		return nil // not counted: the page is listed again on resume
-	case err != nil && StopsRun(err):
-		return fmt.Errorf("rewrite %s %s: %w", r.opts.Resource.Resource, klog.KObj(obj), err)
-	}
-	r.tally(kind, outcome, err, obj)
-	return nil
-}
-
-// rewrite sends the no-op write, and when the API server refuses it with a
-// conflict or not-found, reads the object back to prove what happened
-// (Judge). The returned error explains a Failed outcome or stops the run.
-func (r *runner) rewrite(ctx context.Context, obj *unstructured.Unstructured, checkpoint string) (Outcome, error) {
-	target := ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()}
+	target := obj.ObjectVersion
 	for attempt := 1; ; attempt++ {
-		var written *unstructured.Unstructured
+		var written ObjectVersion
 		err := retry(ctx, func() error {
+			start := time.Now()
 			var err error
-			written, err = r.write(ctx, obj.GetNamespace(), obj.GetName(), target)
+			written, err = r.objects.patch(ctx, obj.Namespace, obj.Name, NoOpPatch(target), r.opts.WriteTo.subresources())
+			signal := Signal{Latency: time.Since(start), Throttled: Retriable(err) || IsTimeout(err)}
+			if seconds, ok := apierrors.SuggestsClientDelay(err); ok {
+				signal.RetryAfter = time.Duration(seconds) * time.Second
+			}
+			release(signal) // the slot measured one write; retries wait on their own
 			return err
 		})
 		if err == nil {
-			r.recordWrite(written.GetResourceVersion())
+			r.recordWrite(written.ResourceVersion)
 			return Rewritten, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return Failed, err
 		}
 		var current *ObjectVersion
-		var getErr error
-		getErr = retry(ctx, func() error {
-			got, err := r.client.Resource(r.opts.Resource).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-				current = nil
-				return nil
-			case err != nil:
-				return err
-			}
-			current = &ObjectVersion{UID: string(got.GetUID()), ResourceVersion: got.GetResourceVersion()}
-			return nil
-		})
-		if getErr != nil {
+		if getErr := retry(ctx, func() error {
+			var err error
+			current, err = r.objects.get(ctx, obj.Namespace, obj.Name)
+			return err
+		}); getErr != nil {
 			return Failed, fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
 		}
-		verdict := Judge(target, current, checkpoint)
-		switch {
-		case verdict == Retry && attempt < maxWriteAttempts:
-			target = *current
-			continue
-		case verdict == Retry:
+		switch Judge(target, current, checkpoint) {
+		case Retry:
+			if attempt < maxWriteAttempts {
+				target = *current
+				continue
+			}
 			return Failed, fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
-		case verdict == Failed:
+		case Failed:
 			return Failed, fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
 		}
-		return verdict, nil
+		return Skipped, nil
 	}
 }
 
@@ -469,6 +550,11 @@ const (
 	Failed
 	// Retry: the object changed but is not proven done; write it again.
 	Retry
+	// notCounted: the run stopped before the object was handled; its page
+	// is not done and is listed again on resume.
+	notCounted
+	// dispatched: every object of the page was handed out (not an object).
+	dispatched
 )
 
 // ObjectVersion identifies one state of an object.
@@ -499,13 +585,6 @@ func Judge(written ObjectVersion, current *ObjectVersion, checkpoint string) Out
 	return Failed
 }
 
-// write sends the no-op merge patch with the object's resourceVersion and
-// uid as preconditions, to the object or its status subresource.
-func (r *runner) write(ctx context.Context, namespace, name string, target ObjectVersion) (*unstructured.Unstructured, error) {
-	return r.client.Resource(r.opts.Resource).Namespace(namespace).
-		Patch(ctx, name, types.MergePatchType, NoOpPatch(target), metav1.PatchOptions{}, r.opts.WriteTo.subresources()...)
-}
-
 // NoOpPatch is the JSON merge patch the migration sends: it changes nothing
 // and fails unless the object still has this uid and resourceVersion.
 func NoOpPatch(v ObjectVersion) []byte {
@@ -524,22 +603,22 @@ func (t WriteTarget) subresources() []string {
 // must take the same path (the operator's dry-run preflight).
 func (t WriteTarget) Subresources() []string { return t.subresources() }
 
-func (r *runner) tally(kind passKind, outcome Outcome, err error, obj *unstructured.Unstructured) {
-	r.count(func(p *Progress) {
-		switch {
-		case outcome == Failed:
-			p.Failed++
-			if len(p.Failures) < r.opts.MaxFailures {
-				p.Failures = append(p.Failures, Failure{Namespace: obj.GetNamespace(), Name: obj.GetName(), Reason: errorText(err)})
-			}
-		case kind == catchUpPass:
-			p.CaughtUp++
-		case outcome == Rewritten:
-			p.Rewritten++
-		default:
-			p.Skipped++
+// tally counts one object's outcome in its page.
+func (r *runner) tally(c *Progress, kind passKind, outcome Outcome, err error, obj objectRef) {
+	switch {
+	case outcome == notCounted, outcome == dispatched:
+	case outcome == Failed:
+		c.Failed++
+		if len(c.Failures) < r.opts.MaxFailures {
+			c.Failures = append(c.Failures, Failure{Namespace: obj.Namespace, Name: obj.Name, Reason: errorText(err)})
 		}
-	})
+	case kind == catchUpPass:
+		c.CaughtUp++
+	case outcome == Rewritten:
+		c.Rewritten++
+	default:
+		c.Skipped++
+	}
 }
 
 func errorText(err error) string {
@@ -633,6 +712,13 @@ func isNewer(rv, checkpoint string) (bool, error) {
 	return cmp > 0, nil
 }
 
+// IsTimeout reports a client-side timeout anywhere in the chain: a context
+// deadline or a net.Error that timed out both say Timeout().
+func IsTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
 // retryBackoff spaces retries of throttled or failing requests: about 13 s in
 // all, longer than a webhook's restart, shorter than a certificate rotation's
 // worst case (a later run picks those up).
@@ -677,31 +763,30 @@ func Retriable(err error) bool {
 	return false
 }
 
-func (r *runner) count(f func(*Progress)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f(&r.progress)
-}
-
 func (r *runner) snapshot() Progress {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	p := r.progress
 	p.Failures = append([]Failure(nil), r.progress.Failures...)
+	p.Writers = r.writers.Limit()
 	return p
 }
 
-func (r *runner) report() {
-	if r.opts.OnProgress != nil {
-		r.opts.OnProgress(r.snapshot())
+func (r *runner) notify() {
+	if r.opts.OnProgress == nil {
+		return
 	}
+	r.report.Lock()
+	defer r.report.Unlock()
+	r.opts.OnProgress(r.snapshot())
 }
 
 func (r *runner) result(complete bool) Result {
 	res := Result{Progress: r.snapshot(), Complete: complete}
 	if complete {
 		res.Continue = ""
-		r.report()
+		res.Remaining = 0
+		r.notify()
 	}
 	return res
 }

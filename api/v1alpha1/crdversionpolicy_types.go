@@ -159,28 +159,27 @@ type UnservedVersion struct {
 
 // MigrationSettings tunes the storage migration.
 type MigrationSettings struct {
-	// Concurrency is the number of objects rewritten in parallel.
+	// Concurrency is the upper bound on writes in flight. The number adapts
+	// below it: it grows while the API server answers as fast as when idle,
+	// and shrinks when latency inflates or the server throttles (429, 5xx).
+	// 64 when unset.
 	// +optional
-	// +kubebuilder:default=16
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
 	Concurrency int32 `json:"concurrency,omitempty"`
-
 	// PageSize is the number of objects fetched by each LIST call.
 	// +optional
 	// +kubebuilder:default=500
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	PageSize int64 `json:"pageSize,omitempty"`
-
-	// QPS is the ceiling on writes per second, to spare the API server and
-	// etcd of a busy cluster.
+	// QPS is an optional ceiling on writes per second. None when unset: API
+	// Priority and Fairness protects the API server, and the adaptive
+	// concurrency backs off when it says so.
 	// +optional
-	// +kubebuilder:default=200
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	QPS int32 `json:"qps,omitempty"`
-
 	// WriteTo is where the no-op writes go: Object (the default) or Status,
 	// for CRDs whose admission webhooks reject no-op writes to the object.
 	// +optional
@@ -305,6 +304,9 @@ type MigrationStatus struct {
 	// CaughtUp is the number of objects the catch-up sweep rewrote.
 	// +optional
 	CaughtUp int64 `json:"caughtUp,omitempty"`
+	// Writers is the adaptive limit on writes in flight, as last reported.
+	// +optional
+	Writers int32 `json:"writers,omitempty"`
 
 	// Listed is the number of objects listed so far.
 	// +optional

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graduator/graduator/graduation"
@@ -80,9 +81,10 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 			return runMigrate(cmd, flags, args[0], opts, prune, output)
 		},
 	}
-	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", migration.DefaultConcurrency, "Objects rewritten in parallel.")
+	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", migration.DefaultConcurrency,
+		"Upper bound on writes in flight; the number adapts below it to what the API server takes.")
 	cmd.Flags().Int64Var(&opts.PageSize, "page-size", migration.DefaultPageSize, "Objects per LIST page.")
-	cmd.Flags().Float64Var(&qps, "qps", migration.DefaultQPS, "Ceiling on writes per second.")
+	cmd.Flags().Float64Var(&qps, "qps", 0, "Optional ceiling on writes per second; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
 	cmd.Flags().BoolVar(&prune, "prune", false, "Prune status.storedVersions to the storage version after a complete run without failures.")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json prints the final counts.")
 	return cmd
@@ -104,6 +106,9 @@ func runMigrate(cmd *cobra.Command, flags *genericclioptions.ConfigFlags, crdNam
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
+		return err
+	}
+	if opts.Metadata, err = metadata.NewForConfig(cfg); err != nil {
 		return err
 	}
 	var crd apiextensionsv1.CustomResourceDefinition
@@ -199,9 +204,14 @@ func (r *progressReporter) update(p migration.Progress) {
 	switch {
 	case r.quiet:
 	case r.bar != nil:
+		if p.Remaining >= 0 {
+			r.bar.ChangeMax64(p.Listed + p.Remaining)
+		}
+		r.bar.Describe(fmt.Sprintf("migrating %s (%d writers, %d failed)", r.name, p.Writers, p.Failed))
 		_ = r.bar.Set64(p.Rewritten + p.Skipped + p.Failed)
 	default:
-		_, _ = fmt.Fprintf(r.w, "%s: %d listed, %d rewritten, %d skipped, %d failed\n", r.name, p.Listed, p.Rewritten, p.Skipped, p.Failed)
+		_, _ = fmt.Fprintf(r.w, "%s: %d listed, %d rewritten, %d skipped, %d failed, %d writers\n",
+			r.name, p.Listed, p.Rewritten, p.Skipped, p.Failed, p.Writers)
 	}
 }
 

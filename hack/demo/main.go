@@ -308,6 +308,7 @@ func createPizzas(ctx context.Context, c client.Client, count int) error {
 func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (func(), error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  controllers.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})

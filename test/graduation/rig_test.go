@@ -65,6 +65,7 @@ func startOperatorWith(opts operatorOptions) *operator {
 	}
 	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
 		Scheme:                 scheme,
+		Cache:                  controllers.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// Specs start and stop several managers in one process.

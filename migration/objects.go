@@ -1,0 +1,146 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package migration
+
+import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+)
+
+// objectRef is all the run keeps of a listed object.
+type objectRef struct {
+	Namespace, Name string
+	ObjectVersion
+}
+
+// objectClient lists, reads and writes objects of one resource, keeping
+// only what the run needs.
+type objectClient interface {
+	list(ctx context.Context, opts metav1.ListOptions) (page, error)
+	// get returns nil, nil when the object does not exist.
+	get(ctx context.Context, namespace, name string) (*ObjectVersion, error)
+	patch(ctx context.Context, namespace, name string, data []byte, subresources []string) (ObjectVersion, error)
+}
+
+func newObjectClient(dyn dynamic.Interface, opts Options) objectClient {
+	if opts.Metadata != nil {
+		return metadataObjects{opts.Metadata.Resource(opts.Resource)}
+	}
+	return dynamicObjects{dyn, opts.Resource}
+}
+
+// metadataObjects asks the API server for PartialObjectMetadata: object
+// bodies never travel, whatever their size.
+type metadataObjects struct {
+	resource metadata.Getter
+}
+
+func (m metadataObjects) list(ctx context.Context, opts metav1.ListOptions) (page, error) {
+	list, err := m.resource.List(ctx, opts)
+	if err != nil {
+		return page{}, err
+	}
+	p := newPage(list.ListMeta, len(list.Items))
+	for i := range list.Items {
+		p.items = append(p.items, refOf(&list.Items[i].ObjectMeta))
+	}
+	return p, nil
+}
+
+func (m metadataObjects) get(ctx context.Context, namespace, name string) (*ObjectVersion, error) {
+	obj, err := m.resource.Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	return versionOf(obj, err)
+}
+
+func (m metadataObjects) patch(ctx context.Context, namespace, name string, data []byte, subresources []string) (ObjectVersion, error) {
+	obj, err := m.resource.Namespace(namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, subresources...)
+	if err != nil {
+		return ObjectVersion{}, err
+	}
+	return ObjectVersion{UID: string(obj.UID), ResourceVersion: obj.ResourceVersion}, nil
+}
+
+// dynamicObjects reads whole objects and keeps their metadata.
+type dynamicObjects struct {
+	client   dynamic.Interface
+	resource schema.GroupVersionResource
+}
+
+func (d dynamicObjects) list(ctx context.Context, opts metav1.ListOptions) (page, error) {
+	list, err := d.client.Resource(d.resource).List(ctx, opts)
+	if err != nil {
+		return page{}, err
+	}
+	p := page{resourceVersion: list.GetResourceVersion(), continueToken: list.GetContinue(), remaining: -1}
+	if n := list.GetRemainingItemCount(); n != nil {
+		p.remaining = *n
+	}
+	p.items = make([]objectRef, 0, len(list.Items))
+	for i := range list.Items {
+		obj := &list.Items[i]
+		p.items = append(p.items, objectRef{Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			ObjectVersion: ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()}})
+	}
+	return p, nil
+}
+
+func (d dynamicObjects) get(ctx context.Context, namespace, name string) (*ObjectVersion, error) {
+	obj, err := d.client.Resource(d.resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()}, nil
+}
+
+func (d dynamicObjects) patch(ctx context.Context, namespace, name string, data []byte, subresources []string) (ObjectVersion, error) {
+	obj, err := d.client.Resource(d.resource).Namespace(namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, subresources...)
+	if err != nil {
+		return ObjectVersion{}, err
+	}
+	return ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()}, nil
+}
+
+func newPage(meta metav1.ListMeta, n int) page {
+	p := page{resourceVersion: meta.ResourceVersion, continueToken: meta.Continue, remaining: -1, items: make([]objectRef, 0, n)}
+	if meta.RemainingItemCount != nil {
+		p.remaining = *meta.RemainingItemCount
+	}
+	return p
+}
+
+func refOf(m *metav1.ObjectMeta) objectRef {
+	return objectRef{Namespace: m.Namespace, Name: m.Name, ObjectVersion: ObjectVersion{UID: string(m.UID), ResourceVersion: m.ResourceVersion}}
+}
+
+func versionOf(obj *metav1.PartialObjectMetadata, err error) (*ObjectVersion, error) {
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &ObjectVersion{UID: string(obj.UID), ResourceVersion: obj.ResourceVersion}, nil
+}
