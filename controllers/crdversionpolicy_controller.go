@@ -33,7 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -64,9 +64,9 @@ type CRDVersionPolicyReconciler struct {
 	// previous step left it; the manager's cache when nil.
 	APIReader client.Reader
 	Dynamic   dynamic.Interface
-	// Metadata, when set, carries the migration's LISTs and writes as
-	// object metadata only.
-	Metadata  metadata.Interface
+	// Config, when set, is what the migration engine builds its own client
+	// from: object metadata only, and throttling seen at once.
+	Config    *rest.Config
 	Discovery discovery.DiscoveryInterface
 	Recorder  recorder.EventRecorder
 	// Clock is the time source; a real clock when nil.

@@ -21,7 +21,6 @@ import (
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -42,10 +41,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create the dynamic client: %w", err)
 	}
-	meta, err := metadata.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("create the metadata client: %w", err)
-	}
 	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("create the discovery client: %w", err)
@@ -55,7 +50,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Dynamic:                 dyn,
-		Metadata:                meta,
+		Config:                  mgr.GetConfig(),
 		Discovery:               disco,
 		Recorder:                recorder,
 		MaxConcurrentReconciles: opts.MaxConcurrentGraduations,

@@ -223,7 +223,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	counted := progressOf(run)
 	opts := migration.Options{
 		Resource:    resourceAt(crd, step.StorageVersion),
-		Metadata:    r.Metadata,
+		Config:      r.Config,
 		Concurrency: int(settings.Concurrency),
 		PageSize:    settings.PageSize,
 		QPS:         float32(settings.QPS),

@@ -23,8 +23,8 @@ import (
 )
 
 // The adaptive limit on writes in flight. The rule is TCP Vegas's idea in
-// its plainest form: the latency of a write when the API server is idle is
-// the base; while the latency of the last window of writes stays within
+// its plainest form: the average latency of a window of writes when the API
+// server keeps up (the lowest window average seen) is the base; while the latency of the last window of writes stays within
 // twice the base, the server is not queueing, so more writers mean more
 // throughput and the limit grows by a quarter; once latency inflates past
 // twice the base, writers only queue, and the limit shrinks by a tenth. A
@@ -132,14 +132,20 @@ func (l *limiter) Acquire(ctx context.Context) error {
 	}
 }
 
+// Hold keeps every writer from starting for d (a Retry-After).
+func (l *limiter) Hold(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if until := l.now().Add(d); until.After(l.holdTill) {
+		l.holdTill = until
+	}
+}
+
 // Release frees the writer's slot and feeds its outcome to the rule.
 func (l *limiter) Release(s Signal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inFlight--
-	if !s.Throttled && s.Latency > 0 && (l.base == 0 || s.Latency < l.base) {
-		l.base = s.Latency
-	}
 	l.win.count++
 	l.win.total += s.Latency
 	l.win.throttled = l.win.throttled || s.Throttled
@@ -151,6 +157,11 @@ func (l *limiter) Release(s Signal) {
 	// Decide once per window of about one write per slot, at once on a
 	// throttle.
 	if s.Throttled || l.win.count >= max(minWindowWrite, int(l.limit)) {
+		// The base is the lowest window average seen, not the fastest single
+		// write: one lucky write would make every later window look slow.
+		if mean := l.win.total / time.Duration(l.win.count); !l.win.throttled && mean > 0 && (l.base == 0 || mean < l.base) {
+			l.base = mean
+		}
 		l.limit = NextLimit(l.limit, l.base, l.win, l.maxLimit)
 		l.win = window{}
 	}

@@ -64,6 +64,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 )
@@ -99,9 +100,14 @@ type Options struct {
 	// the one objects are read and written at; any served version works, the
 	// storage version avoids conversions.
 	Resource schema.GroupVersionResource
-	// Metadata, when set, lists, reads and writes through client-go's
-	// metadata client: only namespace, name, uid and resourceVersion travel,
-	// whatever the size of the objects. The dynamic client is used otherwise.
+	// Config, when set, is what the engine builds its own client from: a
+	// metadata client (only namespace, name, uid and resourceVersion travel,
+	// whatever the size of the objects) whose transport tells the adaptive
+	// limit at once when the API server throttles. Preferred.
+	Config *rest.Config
+	// Metadata, when set and Config is not, lists, reads and writes through
+	// this metadata client. The dynamic client given to Run is used when
+	// neither is set.
 	Metadata metadata.Interface
 	// Concurrency is the upper bound on writers in flight; the limit adapts
 	// below it (DefaultConcurrency when 0).
@@ -195,10 +201,13 @@ type Result struct {
 func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, error) {
 	opts = withDefaults(opts)
 	r := &runner{
-		objects:  newObjectClient(client, opts),
 		opts:     opts,
 		writers:  newLimiter(opts.Concurrency),
 		progress: opts.Resume,
+	}
+	var err error
+	if r.objects, err = newObjectClient(client, opts, r.writers); err != nil {
+		return Result{Progress: opts.Resume}, err
 	}
 	if opts.QPS > 0 {
 		r.qps = flowcontrol.NewTokenBucketRateLimiter(opts.QPS, max(1, int(opts.QPS)))
@@ -356,8 +365,12 @@ dispatch:
 		mu.Unlock()
 		for _, obj := range p.items {
 			checkpoint, needed := r.needsWrite(kind, obj, progress)
-			if !needed {
-				finish(pr, Skipped, nil, obj)
+			switch {
+			case !needed && kind == mainPass:
+				finish(pr, Skipped, nil, obj) // newer than the checkpoint: done
+				continue
+			case !needed:
+				finish(pr, passedOver, nil, obj) // not written during the run
 				continue
 			}
 			if err := r.writers.Acquire(workCtx); err != nil {
@@ -474,37 +487,26 @@ func (r *runner) list(ctx context.Context, continueToken string, pages chan<- pa
 	}
 }
 
-// handle rewrites one object under a writer slot, which it releases with
-// what the write told about the API server's load. The returned error
-// explains a Failed outcome or stops the run (StopsRun).
+// handle rewrites one object. It is called holding a writer slot; every
+// write goes out under a slot of its own and gives it back with what it
+// told about the API server's load, so retries of throttled writes wait
+// for the limit and the Retry-After like any other write. The returned
+// error explains a Failed outcome or stops the run (StopsRun).
 func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, error) {
-	released := false
-	release := func(s Signal) {
-		if !released {
-			released = true
-			r.writers.Release(s)
-		}
-	}
-	defer release(Signal{})
 	if r.qps != nil {
 		if err := r.qps.Wait(ctx); err != nil {
+			r.writers.Release(Signal{})
 			return notCounted, err
 		}
 	}
 	target := obj.ObjectVersion
 	for attempt := 1; ; attempt++ {
-		var written ObjectVersion
-		err := retry(ctx, func() error {
-			start := time.Now()
-			var err error
-			written, err = r.objects.patch(ctx, obj.Namespace, obj.Name, NoOpPatch(target), r.opts.WriteTo.subresources())
-			signal := Signal{Latency: time.Since(start), Throttled: Retriable(err) || IsTimeout(err)}
-			if seconds, ok := apierrors.SuggestsClientDelay(err); ok {
-				signal.RetryAfter = time.Duration(seconds) * time.Second
+		if attempt > 1 {
+			if err := r.writers.Acquire(ctx); err != nil {
+				return notCounted, err
 			}
-			release(signal) // the slot measured one write; retries wait on their own
-			return err
-		})
+		}
+		written, err := r.write(ctx, obj, target)
 		if err == nil {
 			r.recordWrite(written.ResourceVersion)
 			return Rewritten, nil
@@ -534,6 +536,33 @@ func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (
 	}
 }
 
+// write sends the no-op write, retrying throttled and failed requests
+// (Retriable) with backoff. It is called holding a writer slot and returns
+// it after each request, taking a new one for each retry.
+func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion) (ObjectVersion, error) {
+	backoff := retryBackoff
+	for {
+		start := time.Now()
+		written, err := r.objects.patch(ctx, obj.Namespace, obj.Name, NoOpPatch(target), r.opts.WriteTo.subresources())
+		signal := Signal{Latency: time.Since(start), Throttled: Retriable(err) || IsTimeout(err)}
+		if seconds, ok := apierrors.SuggestsClientDelay(err); ok {
+			signal.RetryAfter = time.Duration(seconds) * time.Second
+		}
+		r.writers.Release(signal)
+		if err == nil || !Retriable(err) || backoff.Steps <= 1 || ctx.Err() != nil {
+			return written, err
+		}
+		select {
+		case <-ctx.Done():
+			return written, errors.Join(err, ctx.Err())
+		case <-time.After(backoff.Step()):
+		}
+		if err := r.writers.Acquire(ctx); err != nil {
+			return written, errors.Join(err, ctx.Err())
+		}
+	}
+}
+
 // maxWriteAttempts bounds how often one object is written again after it
 // changed under the run without becoming newer than the checkpoint.
 const maxWriteAttempts = 3
@@ -555,6 +584,8 @@ const (
 	notCounted
 	// dispatched: every object of the page was handed out (not an object).
 	dispatched
+	// passedOver: the catch-up sweep has nothing to do with the object.
+	passedOver
 )
 
 // ObjectVersion identifies one state of an object.
@@ -606,7 +637,7 @@ func (t WriteTarget) Subresources() []string { return t.subresources() }
 // tally counts one object's outcome in its page.
 func (r *runner) tally(c *Progress, kind passKind, outcome Outcome, err error, obj objectRef) {
 	switch {
-	case outcome == notCounted, outcome == dispatched:
+	case outcome == notCounted, outcome == dispatched, outcome == passedOver:
 	case outcome == Failed:
 		c.Failed++
 		if len(c.Failures) < r.opts.MaxFailures {

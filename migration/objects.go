@@ -18,6 +18,10 @@ package migration
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 )
 
 // objectRef is all the run keeps of a listed object.
@@ -42,11 +47,48 @@ type objectClient interface {
 	patch(ctx context.Context, namespace, name string, data []byte, subresources []string) (ObjectVersion, error)
 }
 
-func newObjectClient(dyn dynamic.Interface, opts Options) objectClient {
-	if opts.Metadata != nil {
-		return metadataObjects{opts.Metadata.Resource(opts.Resource)}
+// newObjectClient picks the client: one of the engine's own, built from
+// opts.Config with a transport that reports throttling to the limiter; else
+// opts.Metadata; else the dynamic client.
+func newObjectClient(dyn dynamic.Interface, opts Options, writers *limiter) (objectClient, error) {
+	if opts.Config != nil {
+		cfg := rest.CopyConfig(opts.Config)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return throttleObserver{next: rt, writers: writers} })
+		md, err := metadata.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("create the metadata client: %w", err)
+		}
+		return metadataObjects{md.Resource(opts.Resource)}, nil
 	}
-	return dynamicObjects{dyn, opts.Resource}
+	if opts.Metadata != nil {
+		return metadataObjects{opts.Metadata.Resource(opts.Resource)}, nil
+	}
+	return dynamicObjects{dyn, opts.Resource}, nil
+}
+
+// throttleObserver sees every response to the engine's writes. A 429 or
+// 5xx with a Retry-After holds every writer back for that long at once,
+// and the header is consumed: client-go's REST client would otherwise wait
+// and resend the write by itself, up to ten times, behind the limiter's
+// back, and every write in flight would keep knocking. The write then fails
+// as throttled and is retried under the limit.
+type throttleObserver struct {
+	next    http.RoundTripper
+	writers *limiter
+}
+
+func (t throttleObserver) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || req.Method != http.MethodPatch {
+		return resp, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= http.StatusInternalServerError {
+		if seconds, convErr := strconv.Atoi(resp.Header.Get("Retry-After")); convErr == nil && seconds > 0 {
+			t.writers.Hold(time.Duration(seconds) * time.Second)
+			resp.Header.Del("Retry-After")
+		}
+	}
+	return resp, nil
 }
 
 // metadataObjects asks the API server for PartialObjectMetadata: object

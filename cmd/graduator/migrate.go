@@ -31,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graduator/graduator/graduation"
@@ -108,9 +107,7 @@ func runMigrate(cmd *cobra.Command, flags *genericclioptions.ConfigFlags, crdNam
 	if err != nil {
 		return err
 	}
-	if opts.Metadata, err = metadata.NewForConfig(cfg); err != nil {
-		return err
-	}
+	opts.Config = cfg
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := c.Get(ctx, client.ObjectKey{Name: crdName}, &crd); err != nil {
 		return fmt.Errorf("get CustomResourceDefinition %s: %w", crdName, err)
