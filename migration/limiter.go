@@ -82,15 +82,20 @@ type limiter struct {
 	base     time.Duration
 	win      window
 	holdTill time.Time
+	fixed    bool          // never adapt (measurements)
 	wake     chan struct{} // closed and replaced whenever a slot may have freed
 	now      func() time.Time
 }
 
-func newLimiter(maxLimit int) *limiter {
-	return &limiter{
-		limit: min(initialLimit, float64(maxLimit)), maxLimit: float64(maxLimit),
+func newLimiter(maxLimit int, fixed bool) *limiter {
+	l := &limiter{
+		limit: min(initialLimit, float64(maxLimit)), maxLimit: float64(maxLimit), fixed: fixed,
 		wake: make(chan struct{}), now: time.Now,
 	}
+	if fixed {
+		l.limit = l.maxLimit
+	}
+	return l
 }
 
 // Limit is the current number of writers allowed in flight.
@@ -156,7 +161,7 @@ func (l *limiter) Release(s Signal) {
 	}
 	// Decide once per window of about one write per slot, at once on a
 	// throttle.
-	if s.Throttled || l.win.count >= max(minWindowWrite, int(l.limit)) {
+	if !l.fixed && (s.Throttled || l.win.count >= max(minWindowWrite, int(l.limit))) {
 		// The base is the lowest window average seen, not the fastest single
 		// write: one lucky write would make every later window look slow.
 		if mean := l.win.total / time.Duration(l.win.count); !l.win.throttled && mean > 0 && (l.base == 0 || mean < l.base) {

@@ -112,6 +112,9 @@ type Options struct {
 	// Concurrency is the upper bound on writers in flight; the limit adapts
 	// below it (DefaultConcurrency when 0).
 	Concurrency int
+	// FixedConcurrency keeps Concurrency writers in flight instead of
+	// adapting, for measurements.
+	FixedConcurrency bool
 	// PageSize is the LIST limit.
 	PageSize int64
 	// QPS, when above 0, caps writes per second. None by default: API
@@ -202,7 +205,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 	opts = withDefaults(opts)
 	r := &runner{
 		opts:     opts,
-		writers:  newLimiter(opts.Concurrency),
+		writers:  newLimiter(opts.Concurrency, opts.FixedConcurrency),
 		progress: opts.Resume,
 	}
 	var err error

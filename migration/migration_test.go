@@ -121,7 +121,7 @@ var _ = Describe("NextLimit: the adaptive limit on writes in flight", func() {
 	)
 
 	It("holds every writer back for a Retry-After, and frees a slot on release", func(ctx SpecContext) {
-		l := newLimiter(64)
+		l := newLimiter(64, false)
 		now := time.Now()
 		l.now = func() time.Time { return now }
 		Expect(l.Acquire(ctx)).To(Succeed())

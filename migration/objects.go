@@ -53,6 +53,10 @@ type objectClient interface {
 func newObjectClient(dyn dynamic.Interface, opts Options, writers *limiter) (objectClient, error) {
 	if opts.Config != nil {
 		cfg := rest.CopyConfig(opts.Config)
+		// No client-side token bucket (client-go's default is 5 QPS): API
+		// Priority and Fairness and the adaptive limit govern the rate, and
+		// Options.QPS caps it when set.
+		cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return throttleObserver{next: rt, writers: writers} })
 		md, err := metadata.NewForConfig(cfg)
 		if err != nil {

@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	clientretry "k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -99,78 +100,84 @@ func PruneStoredVersions(ctx context.Context, c client.Client, crdName string, e
 // metadata.managedFields entries whose apiVersion is not one of the served
 // versions: they break later server-side applies ("request to convert CR to
 // an invalid group/version"). It returns how many objects it changed.
+//
+// It lists with a client-go ListPager, DefaultPageSize objects at a time, and
+// restarts the listing from the beginning when the continue token expires
+// (see eachObject): objects already cleaned then have nothing left to drop
+// and are not counted twice.
 func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, served []string) (int, error) {
 	servedAPIVersions := map[string]bool{}
 	for _, v := range served {
 		servedAPIVersions[schema.GroupVersion{Group: resource.Group, Version: v}.String()] = true
 	}
 	cleaned := 0
-	continueToken := ""
-	for {
-		list, err := c.Resource(resource).List(ctx, metav1.ListOptions{Limit: DefaultPageSize, Continue: continueToken})
-		if err != nil {
-			return cleaned, fmt.Errorf("list %s: %w", resource, err)
+	err := eachObject(ctx, c, resource, DefaultPageSize, nil, func(obj *unstructured.Unstructured) error {
+		changed, err := cleanupObject(ctx, c, resource, obj, servedAPIVersions)
+		if changed {
+			cleaned++
 		}
-		for i := range list.Items {
-			changed, err := cleanupObject(ctx, c, resource, &list.Items[i], servedAPIVersions)
-			if err != nil {
-				return cleaned, err
-			}
-			if changed {
-				cleaned++
-			}
-		}
-		continueToken = list.GetContinue()
-		if continueToken == "" {
-			return cleaned, nil
-		}
-	}
+		return err
+	})
+	return cleaned, err
 }
 
-// cleanupObject drops the stale entries of one object, reading it again when
-// someone else wrote it in between.
+// cleanupObject drops the stale entries of one object. The patch carries the
+// object's resourceVersion, so a concurrent write makes it conflict: the
+// object is then read again and the entries recomputed (retry.DefaultRetry).
+// An object deleted meanwhile needs no cleaning.
 func cleanupObject(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource,
 	obj *unstructured.Unstructured, served map[string]bool) (bool, error) {
-	for attempt := 0; ; attempt++ {
+	ref := klog.KRef(obj.GetNamespace(), obj.GetName())
+	objects := c.Resource(resource).Namespace(obj.GetNamespace())
+	current := obj
+	changed := false
+	failed := "" // the operation whose error RetryOnConflict returns
+	err := clientretry.RetryOnConflict(clientretry.DefaultRetry, func() error {
+		if current == nil {
+			// The last patch conflicted: read what is stored now.
+			got, err := objects.Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				failed = "get"
+				return err
+			}
+			current = got
+		}
 		var kept []metav1.ManagedFieldsEntry
-		for _, entry := range obj.GetManagedFields() {
+		for _, entry := range current.GetManagedFields() {
 			if served[entry.APIVersion] {
 				kept = append(kept, entry)
 			}
 		}
-		if len(kept) == len(obj.GetManagedFields()) {
-			return false, nil
+		if len(kept) == len(current.GetManagedFields()) {
+			changed = false
+			return nil
 		}
-		patch := map[string]any{"metadata": map[string]any{
-			"resourceVersion": obj.GetResourceVersion(),
+		data, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": current.GetResourceVersion(),
 			"managedFields":   managedFieldsJSON(kept),
-		}}
-		data, err := jsonMarshal(patch)
+		}})
 		if err != nil {
-			return false, err
+			failed = "encode the managedFields patch of"
+			return err
 		}
-		_, err = c.Resource(resource).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
-		switch {
-		case err == nil:
-			return true, nil
-		case apierrors.IsNotFound(err):
-			return false, nil
-		case apierrors.IsConflict(err) && attempt < 3:
-			obj, err = c.Resource(resource).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
+		if _, err := objects.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{}); err != nil {
+			failed = "clean managedFields of"
+			if apierrors.IsConflict(err) {
+				current = nil
 			}
-			if err != nil {
-				return false, fmt.Errorf("get %s: %w", objectKey(obj), err)
-			}
-		default:
-			return false, fmt.Errorf("clean managedFields of %s %s: %w", resource.Resource, objectKey(obj), err)
+			return err
 		}
+		changed = true
+		return nil
+	})
+	switch {
+	case err == nil:
+		return changed, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("%s %s %s: %w", failed, resource.Resource, ref, err)
 	}
-}
-
-func objectKey(obj *unstructured.Unstructured) string {
-	return strings.TrimPrefix(obj.GetNamespace()+"/"+obj.GetName(), "/")
 }
 
 // managedFieldsJSON returns the entries as JSON values. The API server
@@ -186,5 +193,3 @@ func managedFieldsJSON(entries []metav1.ManagedFieldsEntry) []any {
 	}
 	return out
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

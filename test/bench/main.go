@@ -55,6 +55,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 func main() {
@@ -108,12 +109,15 @@ func run(n, rssFactor int) error {
 		run  func(schema.GroupVersionResource) error
 	}
 	contenders := []contender{
-		{"engine (defaults: 16 writers, QPS 200)", func(gvr schema.GroupVersionResource) error {
-			_, err := migration.Run(ctx, dyn, migration.Options{Resource: gvr})
+		{"engine (defaults: adaptive, no QPS cap)", func(gvr schema.GroupVersionResource) error {
+			result, err := migration.Run(ctx, dyn, migration.Options{Resource: gvr, Config: cfg})
+			if err == nil && (!result.Complete || result.Failed > 0) {
+				err = fmt.Errorf("incomplete run: %+v", result.Progress)
+			}
 			return err
 		}},
-		{"engine (16 writers, QPS uncapped)", func(gvr schema.GroupVersionResource) error {
-			_, err := migration.Run(ctx, dyn, migration.Options{Resource: gvr, QPS: 1e9})
+		{"engine (fixed 64 writers)", func(gvr schema.GroupVersionResource) error {
+			_, err := migration.Run(ctx, dyn, migration.Options{Resource: gvr, Config: cfg, Concurrency: 64, FixedConcurrency: true})
 			return err
 		}},
 		{"baseline (1 writer, GET + PUT)", func(gvr schema.GroupVersionResource) error { return getPut(ctx, dyn, gvr) }},
@@ -136,7 +140,7 @@ func run(n, rssFactor int) error {
 	engine, uncapped := rates[contenders[0].name], rates[contenders[1].name]
 	baseline, ceil := rates[contenders[2].name], rates[contenders[3].name]
 	fmt.Printf("\nengine (defaults) / baseline: %.2fx    engine (defaults) / ceiling: %.0f%%\n", engine/baseline, 100*engine/ceil)
-	fmt.Printf("engine (uncapped) / baseline: %.2fx    engine (uncapped) / ceiling: %.0f%%\n", uncapped/baseline, 100*uncapped/ceil)
+	fmt.Printf("engine (fixed 64) / baseline: %.2fx    engine (fixed 64) / ceiling: %.0f%%\n", uncapped/baseline, 100*uncapped/ceil)
 
 	kubeconfig, err := writeKubeconfig(env)
 	if err != nil {
@@ -163,30 +167,13 @@ func run(n, rssFactor int) error {
 // population creates a CRD with v1 and v2 of one schema, n objects at v1,
 // then switches storage to v2 and returns the resource at v2.
 func population(ctx context.Context, c client.Client, dyn dynamic.Interface, group string, n int) (schema.GroupVersionResource, error) {
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Kind: "Widget", ListKind: "WidgetList", Singular: "widget"},
-		},
-	}
-	for _, v := range []string{"v1", "v2"} {
-		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
-			Name: v, Served: true, Storage: v == "v1",
-			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-				Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-					"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"color": {Type: "string"}, "size": {Type: "integer"}, "notes": {Type: "string"},
-					}},
-				}}},
-		})
-	}
+	crd := envtestutil.WidgetCRD(group, "v1", "v2")
 	if err := c.Create(ctx, crd); err != nil {
 		return schema.GroupVersionResource{}, err
 	}
-	v1 := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
+	v1 := envtestutil.WidgetResource(group, "v1")
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if _, err := dyn.Resource(v1).List(ctx, metav1.ListOptions{Limit: 1}); err == nil {
+		if err := envtestutil.Served(ctx, dyn, crd); err == nil {
 			break
 		} else if time.Now().After(deadline) {
 			return v1, err
@@ -194,39 +181,18 @@ func population(ctx context.Context, c client.Client, dyn dynamic.Interface, gro
 		time.Sleep(100 * time.Millisecond)
 	}
 	const creators = 32
-	var wg sync.WaitGroup
-	errs := make(chan error, creators)
-	for w := range creators {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < n; i += creators {
-				obj := &unstructured.Unstructured{Object: map[string]any{
-					"apiVersion": v1.GroupVersion().String(), "kind": "Widget",
-					"metadata": map[string]any{"name": fmt.Sprintf("w-%07d", i), "namespace": "default"},
-					"spec":     map[string]any{"color": "blue", "size": int64(i), "notes": "a widget of typical size, with a few words in it"},
-				}}
-				if _, err := dyn.Resource(v1).Namespace("default").Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := envtestutil.CreateObjects(ctx, dyn, v1, n, creators, func(i int) *unstructured.Unstructured {
+		return envtestutil.Widget(v1, "default", fmt.Sprintf("w-%07d", i), map[string]any{
+			"color": "blue", "size": int64(i), "notes": "a widget of typical size, with a few words in it",
+		})
+	}); err != nil {
 		return v1, err
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
-		return v1, err
-	}
-	crd.Spec.Versions[0].Storage, crd.Spec.Versions[1].Storage = false, true
-	if err := c.Update(ctx, crd); err != nil {
+	if err := envtestutil.SetStorageVersion(ctx, c, crd.Name, "v2"); err != nil {
 		return v1, err
 	}
 	time.Sleep(2 * time.Second) // let the API server pick up the new storage version
-	return schema.GroupVersionResource{Group: group, Version: "v2", Resource: "widgets"}, nil
+	return envtestutil.WidgetResource(group, "v2"), nil
 }
 
 // getPut is the 1-writer baseline: list, then GET and PUT each object.
@@ -339,7 +305,7 @@ func migrateAll(cfg *rest.Config, group string) error {
 		return err
 	}
 	result, err := migration.Run(context.Background(), dyn, migration.Options{
-		Resource: schema.GroupVersionResource{Group: group, Version: "v2", Resource: "widgets"}, QPS: 1e9,
+		Resource: schema.GroupVersionResource{Group: group, Version: "v2", Resource: "widgets"}, Config: cfg,
 	})
 	if err != nil {
 		return err

@@ -247,8 +247,8 @@ var _ = Describe("migration.Run", func() {
 		// whose every object is done.
 		Expect(saved.Listed).To(BeNumerically(">=", 60))
 		Expect(saved.Listed).To(BeNumerically("<", n))
-		Expect(saved.Listed % 20).To(BeZero(), "only whole pages are counted")
-		Expect(saved.Rewritten + saved.Skipped).To(Equal(saved.Listed), "every object of a counted page is done")
+		Expect(saved.Listed%20).To(BeZero(), "only whole pages are counted")
+		Expect(saved.Rewritten+saved.Skipped).To(Equal(saved.Listed), "every object of a counted page is done")
 
 		recorder := &listRecorder{}
 		resumedClient, err := dynamic.NewForConfig(recorder.config())

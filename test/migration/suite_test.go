@@ -22,10 +22,7 @@ package migration_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,7 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/graduator/graduator/test/etcdstore"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 var (
@@ -51,7 +48,7 @@ var (
 	cfg       *rest.Config
 	k8sClient client.Client
 	dyn       dynamic.Interface
-	etcd      *etcdstore.Store
+	etcd      *envtestutil.EtcdStore
 	groups    atomic.Int32
 )
 
@@ -77,7 +74,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	dyn, err = dynamic.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())
-	etcd, err = etcdstore.New(testEnv.ControlPlane.Etcd.URL.String())
+	etcd, err = envtestutil.NewEtcdStore(testEnv.ControlPlane.Etcd.URL.String())
 	Expect(err).NotTo(HaveOccurred())
 })
 
@@ -101,74 +98,31 @@ type fixture struct {
 // newFixture installs a CRD in a group of its own and creates n objects.
 func newFixture(ctx context.Context, n int) *fixture {
 	group := fmt.Sprintf("m%d.migration.test.graduator.io", groups.Add(1))
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Kind: "Widget", ListKind: "WidgetList", Singular: "widget"},
-			Scope: apiextensionsv1.NamespaceScoped,
-		},
-	}
-	for _, v := range []string{"v1", "v2"} {
-		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
-			Name: v, Served: true, Storage: v == "v1",
-			Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-				Type: "object",
-				Properties: map[string]apiextensionsv1.JSONSchemaProps{
-					"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"color": {Type: "string"}, "size": {Type: "integer"},
-					}},
-					"status": {Type: "object", XPreserveUnknownFields: ptrTrue()},
-				},
-			}},
-		})
-	}
+	crd := envtestutil.WithStatusSubresource(envtestutil.WidgetCRD(group, "v1", "v2"))
 	Expect(k8sClient.Create(ctx, crd)).To(Succeed())
 	f := &fixture{
 		crd: crd, group: group,
-		v1: schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"},
-		v2: schema.GroupVersionResource{Group: group, Version: "v2", Resource: "widgets"},
+		v1: envtestutil.WidgetResource(group, "v1"),
+		v2: envtestutil.WidgetResource(group, "v2"),
 	}
-	Eventually(func() error {
-		_, err := dyn.Resource(f.v2).List(ctx, metav1.ListOptions{Limit: 1})
-		return err
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	Eventually(func() error { return envtestutil.Served(ctx, dyn, crd) }).WithTimeout(30 * time.Second).Should(Succeed())
 	f.create(ctx, n)
 	return f
 }
 
-func ptrTrue() *bool { t := true; return &t }
-
 // create makes n objects at v1, four at a time, in two namespaces.
 func (f *fixture) create(ctx context.Context, n int) {
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Add(1)
-		go func() {
-			defer GinkgoRecover()
-			defer wg.Done()
-			for i := w; i < n; i += 4 {
-				ns := []string{"default", "kube-public"}[i%2]
-				obj := &unstructured.Unstructured{Object: map[string]any{
-					"apiVersion": f.v1.GroupVersion().String(), "kind": "Widget",
-					"metadata": map[string]any{"name": fmt.Sprintf("w-%05d", i), "namespace": ns, "labels": map[string]any{"index": fmt.Sprint(i)}},
-					"spec":     map[string]any{"color": "blue", "size": int64(i)},
-				}}
-				_, err := dyn.Resource(f.v1).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
-				Expect(err).NotTo(HaveOccurred())
-			}
-		}()
-	}
-	wg.Wait()
+	Expect(envtestutil.CreateObjects(ctx, dyn, f.v1, n, 4, func(i int) *unstructured.Unstructured {
+		ns, name := key(i)
+		obj := envtestutil.Widget(f.v1, ns, name, map[string]any{"color": "blue", "size": int64(i)})
+		obj.SetLabels(map[string]string{"index": fmt.Sprint(i)})
+		return obj
+	})).To(Succeed())
 }
 
 // switchStorage makes v2 the storage version and waits until new writes use it.
 func (f *fixture) switchStorage(ctx context.Context) {
-	var crd apiextensionsv1.CustomResourceDefinition
-	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
-	crd.Spec.Versions[0].Storage, crd.Spec.Versions[1].Storage = false, true
-	Expect(k8sClient.Update(ctx, &crd)).To(Succeed())
+	Expect(envtestutil.SetStorageVersion(ctx, k8sClient, f.crd.Name, "v2")).To(Succeed())
 	// A probe object shows when the API server writes v2.
 	probe := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": f.v1.GroupVersion().String(), "kind": "Widget",
@@ -192,42 +146,16 @@ func (f *fixture) stored(ctx context.Context) map[string]string {
 	return versions
 }
 
-// storedVersionsOf returns the distinct apiVersions in etcd with their counts.
+// storedCounts returns the distinct apiVersions in etcd with their counts.
 func (f *fixture) storedCounts(ctx context.Context) map[string]int {
-	counts := map[string]int{}
-	for _, v := range f.stored(ctx) {
-		counts[v]++
-	}
+	counts, err := etcd.Counts(ctx, f.group, "widgets")
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return counts
 }
 
 // listRecorder records the continue token of every LIST of widgets.
-type listRecorder struct {
-	mu     sync.Mutex
-	tokens []string
-}
+type listRecorder struct{ envtestutil.ListRecorder }
 
-func (l *listRecorder) config() *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/widgets") {
-				l.mu.Lock()
-				l.tokens = append(l.tokens, req.URL.Query().Get("continue"))
-				l.mu.Unlock()
-			}
-			return rt.RoundTrip(req)
-		})
-	}
-	return c
-}
+func (l *listRecorder) config() *rest.Config { return l.Config(cfg) }
 
-func (l *listRecorder) continueTokens() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.tokens...)
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+func (l *listRecorder) continueTokens() []string { return l.ContinueTokens("widgets") }

@@ -1,0 +1,160 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package envtestutil holds what Graduator's envtest suites and benchmark
+// share: the "widget" CRD and its objects, a recorder of the LIST requests a
+// client sends, and a reader of what the API server stored in etcd. It works
+// in your own envtest suites too.
+package envtestutil
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// WidgetCRD returns "widgets.<group>", a small namespaced CRD (kind Widget)
+// whose versions are all served and share one schema (spec.color, spec.size,
+// spec.notes), so it needs no conversion webhook. The first version is the
+// storage version.
+func WidgetCRD(group string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList",
+			},
+			Scope: apiextensionsv1.NamespaceScoped,
+		},
+	}
+	for i, v := range versions {
+		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+			Name: v, Served: true, Storage: i == 0,
+			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object",
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"color": {Type: "string"},
+						"size":  {Type: "integer"},
+						"notes": {Type: "string"},
+					}},
+				},
+			}},
+		})
+	}
+	return crd
+}
+
+// WithStatusSubresource gives every version of crd the /status subresource
+// and a free-form status, and returns crd.
+func WithStatusSubresource(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	for i := range crd.Spec.Versions {
+		v := &crd.Spec.Versions[i]
+		v.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+		v.Schema.OpenAPIV3Schema.Properties["status"] = apiextensionsv1.JSONSchemaProps{
+			Type: "object", XPreserveUnknownFields: &preserve,
+		}
+	}
+	return crd
+}
+
+// WidgetResource is the widgets of group at version.
+func WidgetResource(group, version string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: group, Version: version, Resource: "widgets"}
+}
+
+// Widget returns a widget to create at the version of gvr.
+func Widget(gvr schema.GroupVersionResource, namespace, name string, spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gvr.GroupVersion().String(),
+		"kind":       "Widget",
+		"metadata":   map[string]any{"name": name, "namespace": namespace},
+		"spec":       spec,
+	}}
+}
+
+// CreateObjects creates n objects of gvr, object(i) for i in [0, n), each in
+// its own namespace, with the given number of concurrent writers (writer w
+// creates i = w, w+writers, ...; one writer creates them in order). It
+// returns the first error; the writer that hit it stops.
+func CreateObjects(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, n, writers int,
+	object func(i int) *unstructured.Unstructured) error {
+	writers = max(writers, 1)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += writers {
+				obj := object(i)
+				if _, err := dyn.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+					errs <- fmt.Errorf("create %s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// Served returns nil once every served version of crd answers a LIST, the
+// sign that the API server installed its handlers. Poll it (Eventually).
+func Served(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition) error {
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
+		if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			return fmt.Errorf("list %s: %w", gvr, err)
+		}
+	}
+	return nil
+}
+
+// SetStorageVersion makes version the storage version of the CRD named
+// crdName, retrying on conflicts. The API server takes a moment to write new
+// objects in it.
+func SetStorageVersion(ctx context.Context, c client.Client, crdName, version string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: crdName}, &crd); err != nil {
+			return err
+		}
+		found := false
+		for i := range crd.Spec.Versions {
+			crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == version
+			found = found || crd.Spec.Versions[i].Storage
+		}
+		if !found {
+			return fmt.Errorf("CRD %s has no version %s", crdName, version)
+		}
+		return c.Update(ctx, &crd)
+	})
+}
