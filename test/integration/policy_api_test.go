@@ -79,9 +79,9 @@ var _ = Describe("The CRDVersionPolicy API", func() {
 		Expect(got.Spec.Unserve).To(ConsistOf(graduatorv1alpha1.UnservedVersion{
 			Version: "v1alpha1", After: &metav1.Duration{Duration: 168 * time.Hour},
 		}))
-		Expect(got.Spec.Migration.Concurrency).To(BeEquivalentTo(16))
+		Expect(got.Spec.Migration.Concurrency).To(BeZero(), "no fixed concurrency: the engine adapts up to 64")
 		Expect(got.Spec.Migration.PageSize).To(BeEquivalentTo(500))
-		Expect(got.Spec.Migration.QPS).To(BeEquivalentTo(200))
+		Expect(got.Spec.Migration.QPS).To(BeZero(), "no QPS cap by default")
 		Expect(got.Spec.Migration.WriteTo).To(Equal(graduatorv1alpha1.WriteToObject))
 		Expect(got.Spec.Migration.SettleDelay).To(Equal(&metav1.Duration{Duration: 10 * time.Second}))
 		Expect(got.Spec.CleanupManagedFields).To(Equal(ptr.To(true)))
