@@ -43,9 +43,7 @@ func stripCRD(obj any) (any, error) {
 		return obj, nil
 	}
 	crd.ManagedFields = nil
-	if _, ok := crd.Annotations[lastApplied]; ok {
-		delete(crd.Annotations, lastApplied)
-	}
+	delete(crd.Annotations, lastApplied)
 	for i := range crd.Spec.Versions {
 		crd.Spec.Versions[i].Schema = nil
 		crd.Spec.Versions[i].AdditionalPrinterColumns = nil

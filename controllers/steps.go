@@ -395,10 +395,3 @@ func (r *CRDVersionPolicyReconciler) cleanupManagedFields(ctx context.Context, p
 		fmt.Sprintf("removed managedFields entries of %s from %d objects", strings.Join(versions, ", "), cleaned))
 	return nil
 }
-
-func objectName(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
-}
