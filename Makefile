@@ -65,6 +65,10 @@ envtest-assets: ## Put kube-apiserver and etcd into bin/k8s (downloads, or build
 test: envtest-assets fuzz ## Unit tests, short fuzz runs and the envtest suites against a real kube-apiserver.
 	$(GO) test ./... -count=1 -timeout 30m
 
+.PHONY: test-faults
+test-faults: envtest-assets ## The fault suite at full size (SIGKILLs, webhook and API server outages, admission denial, pause); records docs/reliability.md.
+	FAULTS_SIZE=full $(GO) test ./test/faults/ -count=1 -timeout 60m -v -ginkgo.v
+
 FUZZ_TARGETS := FuzzHubRoundTrip FuzzV1alpha1RoundTrip FuzzV1beta1RoundTrip
 
 .PHONY: fuzz
