@@ -404,6 +404,13 @@ func (p *planner) migration(s Step, target string) (Step, bool) {
 		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
 			"rewriting every object as %s: %d listed, %d rewritten, %d skipped, %d failed so far",
 			target, run.Listed, run.Rewritten, run.Skipped, run.Failed)
+		if run.Failed > 0 {
+			// Rejections (an admission webhook or policy, validation) show
+			// while the run goes on, not only once it ends.
+			return p.finish(s, metav1.ConditionFalse, ReasonMigrationFailed,
+				"migrating objects to %s: %d could not be rewritten so far%s; storedVersions will not be pruned until they are",
+				target, run.Failed, firstFailure(run)), true
+		}
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "migrating objects to %s", target), true
 	}
 	if run.Failed > 0 {

@@ -291,6 +291,14 @@ var _ = Describe("Plan", func() {
 				condition: graduatorv1alpha1.ConditionPreflightPassed, condStatus: metav1.ConditionTrue, condReason: graduation.ReasonPreflightSucceeded}),
 
 		// Settling and migrating.
+		Entry("a run with rejected objects says so in Ready while it goes on",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(graduatorv1alpha1.MigrationStatus{
+				StorageVersion: "v1beta1", CRDGeneration: 5, Listed: 100, Rewritten: 90, Failed: 10, StartedAt: ago(time.Minute),
+				Failures: []graduatorv1alpha1.MigrationFailure{{Namespace: "default", Name: "frozen", Reason: "admission webhook denied"}},
+			})), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, readyReason: graduation.ReasonMigrationFailed,
+				messageParts: []string{"10 could not be rewritten so far", "default/frozen", "admission webhook denied"}}),
 		Entry("the migration waits while discovery still shows the old storage version",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("v1beta1", storedSince("v1beta1", time.Minute)), nil, false,
 			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseMigrating, requeue: 2 * time.Second, readyReason: graduation.ReasonInProgress,
