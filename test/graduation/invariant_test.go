@@ -128,19 +128,10 @@ var _ = Describe("Pausing a policy in the middle of a migration", func() {
 		createWidgets(ctx, schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}, objects)
 		op := startOperatorWith(operatorOptions{})
 		DeferCleanup(op.stop)
-		policy := &graduatorv1alpha1.CRDVersionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: crd.Name},
-			Spec: graduatorv1alpha1.CRDVersionPolicySpec{
-				StorageVersion: "v2",
-				// Slow: 4 pages of 100 at 40 writes/s, so the pause lands mid-page.
-				Migration: graduatorv1alpha1.MigrationSettings{
-					Concurrency: 2, PageSize: 100, QPS: 40, SettleDelay: &metav1.Duration{Duration: time.Second},
-				},
-			},
-		}
+		// 4 pages of 100, so the pause lands mid-page.
+		policy := slowPolicy(crd.Name, "v2", 100)
 		createPolicy(ctx, policy)
-		Eventually(func() int { return len(op.requests.writes("widgets", time.Time{})) }).
-			WithTimeout(time.Minute).WithPolling(50 * time.Millisecond).Should(BeNumerically(">=", 130))
+		waitForWrites(op, "widgets", 130)
 
 		By("pausing")
 		Expect(k8sClient.Patch(ctx, policy, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"paused":true}}`)))).To(Succeed())

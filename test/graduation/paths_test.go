@@ -47,19 +47,10 @@ var _ = Describe("A migration whose premise changes mid-run", func() {
 		createWidgets(ctx, schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}, objects)
 		op := startOperatorWith(operatorOptions{})
 		DeferCleanup(op.stop)
-		policy := &graduatorv1alpha1.CRDVersionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: crd.Name},
-			Spec: graduatorv1alpha1.CRDVersionPolicySpec{
-				StorageVersion: "v2",
-				Migration: graduatorv1alpha1.MigrationSettings{
-					Concurrency: 2, PageSize: 50, QPS: 40, SettleDelay: &metav1.Duration{Duration: time.Second},
-				},
-			},
-		}
+		policy := slowPolicy(crd.Name, "v2", 50)
 		createPolicy(ctx, policy)
 		watcher := watchPrunes(ctx, group, crd.Name)
-		Eventually(func() int { return len(op.requests.writes("widgets", time.Time{})) }).
-			WithTimeout(time.Minute).WithPolling(50 * time.Millisecond).Should(BeNumerically(">=", 80))
+		waitForWrites(op, "widgets", 80)
 		return crd, policy, watcher, op
 	}
 
@@ -99,7 +90,7 @@ var _ = Describe("A migration whose premise changes mid-run", func() {
 		Eventually(func() int { return len(op.requests.writes("widgets", deletedAt.Add(2*time.Second))) }).
 			WithTimeout(5 * time.Second).Should(BeZero())
 		Consistently(func() int { return len(op.requests.writes("widgets", deletedAt.Add(2*time.Second))) }).
-			WithTimeout(3 * time.Second).Should(BeZero(), "no write after the policy is gone")
+			WithTimeout(3*time.Second).Should(BeZero(), "no write after the policy is gone")
 		Expect(getCRD(ctx, crd.Name).Status.StoredVersions).To(ContainElement("v1"), "nothing pruned")
 
 		createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{

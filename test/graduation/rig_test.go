@@ -25,12 +25,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/controllers"
 )
 
@@ -130,4 +132,25 @@ func (l *requestLog) lists(plural string) []request {
 		}
 	}
 	return out
+}
+
+// slowPolicy stores version in the CRD at 40 writes/s by 2 writers, slow
+// enough for a spec to act while the run is part way.
+func slowPolicy(crdName, version string, pageSize int64) *graduatorv1alpha1.CRDVersionPolicy {
+	return &graduatorv1alpha1.CRDVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: crdName},
+		Spec: graduatorv1alpha1.CRDVersionPolicySpec{
+			StorageVersion: version,
+			Migration: graduatorv1alpha1.MigrationSettings{
+				Concurrency: 2, PageSize: pageSize, QPS: 40, SettleDelay: &metav1.Duration{Duration: time.Second},
+			},
+		},
+	}
+}
+
+// waitForWrites waits until the operator sent at least n writes of the
+// resource.
+func waitForWrites(op *operator, plural string, n int) {
+	EventuallyWithOffset(1, func() int { return len(op.requests.writes(plural, time.Time{})) }).
+		WithTimeout(time.Minute).WithPolling(50 * time.Millisecond).Should(BeNumerically(">=", n))
 }
