@@ -173,14 +173,18 @@ var _ = Describe("Compare", func() {
 		Entry("schemas differ with a conversion webhook", func(o, n *apiextensionsv1.CustomResourceDefinition) {
 			o.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
 			n.Spec.Conversion = o.Spec.Conversion
-			editSpec("v1", func(s *apiextensionsv1.JSONSchemaProps) { s.Properties["weight"] = apiextensionsv1.JSONSchemaProps{Type: "integer"} })(o, n)
+			editSpec("v1", func(s *apiextensionsv1.JSONSchemaProps) {
+				s.Properties["weight"] = apiextensionsv1.JSONSchemaProps{Type: "integer"}
+			})(o, n)
 		}, "lossy-conversion", "", "", check.Error, false),
 		Entry("a property only one served version has, with conversion None", editSpec("v1", func(s *apiextensionsv1.JSONSchemaProps) {
 			s.Properties["weight"] = apiextensionsv1.JSONSchemaProps{Type: "integer"}
 		}), "property-missing-in-served-version", "v1alpha1", "^.spec.weight", check.Error, true),
 		Entry("the storage version unserved", func(_, n *apiextensionsv1.CustomResourceDefinition) { n.Spec.Versions[1].Served = false },
 			"storage-version-unserved", "v1", "", check.Error, true),
-		Entry("a printer column removed", func(_, n *apiextensionsv1.CustomResourceDefinition) { n.Spec.Versions[1].AdditionalPrinterColumns = nil },
+		Entry("a printer column removed", func(_, n *apiextensionsv1.CustomResourceDefinition) {
+			n.Spec.Versions[1].AdditionalPrinterColumns = nil
+		},
 			"printer-column-removed", "v1", "", check.Warning, true),
 		Entry("a printer column added", func(_, n *apiextensionsv1.CustomResourceDefinition) {
 			n.Spec.Versions[1].AdditionalPrinterColumns = append(n.Spec.Versions[1].AdditionalPrinterColumns,
