@@ -15,8 +15,8 @@ limitations under the License.
 */
 
 // Command graduator is Graduator's CLI: the state of every CRD's versions,
-// a one-shot storage migration without the operator, for CI pipelines and
-// clusters where the operator is not installed. On the PATH as
+// a one-shot storage migration without the operator, and a check of CRD
+// changes for CI pipelines. On the PATH as
 // kubectl-graduator it is also `kubectl graduator`.
 package main
 
@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -51,7 +52,8 @@ func newRootCommand() *cobra.Command {
 		},
 	}
 	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newStatusCommand(flags), newMigrateCommand(flags))
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	root.AddCommand(newStatusCommand(flags), newMigrateCommand(flags), newCheckCommand(flags, streams))
 	return root
 }
 
@@ -68,8 +70,9 @@ func restConfig(flags *genericclioptions.ConfigFlags) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// exitError carries a specific exit code (1: an error; 2: the migration ran
-// but some objects failed).
+// exitError carries a specific exit code (1: an error, or an unsafe change
+// for check; 2: the migration ran but some objects failed, or bad input for
+// check).
 type exitError struct {
 	code int
 	err  error

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -30,6 +31,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 var _ = Describe("The graduator CLI", Ordered, func() {
@@ -129,5 +133,84 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 		session := run("migrate", "nothing.example.graduator.io")
 		Expect(session.ExitCode()).To(Equal(1))
 		Expect(session.Err.Contents()).To(ContainSubstring(`customresourcedefinitions.apiextensions.k8s.io "nothing.example.graduator.io" not found`))
+	})
+	Describe("check", func() {
+		// manifest writes CRDs to a file as a release would ship them.
+		manifest := func(name string, crds ...*apiextensionsv1.CustomResourceDefinition) string {
+			var docs []string
+			for _, crd := range crds {
+				c := crd.DeepCopy()
+				c.TypeMeta = metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"}
+				c.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+				data, err := yaml.Marshal(c)
+				Expect(err).NotTo(HaveOccurred())
+				docs = append(docs, string(data))
+			}
+			path := filepath.Join(GinkgoT().TempDir(), name)
+			Expect(os.WriteFile(path, []byte(strings.Join(docs, "---\n")), 0o600)).To(Succeed())
+			return path
+		}
+
+		It("exits 0 on an identical pair, 1 on an unsafe one with the finding in text and JSON, and 2 on bad input", func() {
+			old := envtestutil.WidgetCRD("check.test.graduator.io", "v1", "v2")
+			changed := old.DeepCopy()
+			for i := range changed.Spec.Versions {
+				schema := changed.Spec.Versions[i].Schema.OpenAPIV3Schema
+				specProps := schema.Properties["spec"]
+				specProps.Properties["size"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+				schema.Properties["spec"] = specProps
+			}
+			oldFile, newFile := manifest("old.yaml", old), manifest("new.yaml", changed)
+
+			Expect(run("check", oldFile, oldFile).ExitCode()).To(BeZero())
+
+			text := run("check", oldFile, newFile)
+			Expect(text.ExitCode()).To(Equal(1))
+			Expect(string(text.Out.Contents())).To(And(ContainSubstring("type-changed"), ContainSubstring("^.spec.size"), ContainSubstring("UNSAFE")))
+			asJSON := run("check", oldFile, newFile, "-o", "json")
+			Expect(asJSON.ExitCode()).To(Equal(1))
+			var report struct {
+				Safe     bool
+				Findings []struct{ Rule, Enforcement, CRD, Version, Path string }
+			}
+			Expect(json.Unmarshal(asJSON.Out.Contents(), &report)).To(Succeed())
+			Expect(report.Safe).To(BeFalse())
+			Expect(report.Findings).To(ContainElement(And(HaveField("Rule", "type-changed"), HaveField("Path", "^.spec.size"),
+				HaveField("Enforcement", "error"), HaveField("CRD", old.Name))))
+
+			notYAML := filepath.Join(GinkgoT().TempDir(), "broken.yaml")
+			Expect(os.WriteFile(notYAML, []byte("a: [b\n"), 0o600)).To(Succeed())
+			bad := run("check", oldFile, notYAML)
+			Expect(bad.ExitCode()).To(Equal(2))
+			Expect(string(bad.Err.Contents())).To(ContainSubstring("is not YAML or JSON"))
+			noVersions := old.DeepCopy()
+			noVersions.Spec.Versions = nil
+			bad = run("check", oldFile, manifest("noversions.yaml", noVersions))
+			Expect(bad.ExitCode()).To(Equal(2))
+			Expect(string(bad.Err.Contents())).To(ContainSubstring("spec.versions is missing"))
+		})
+
+		It("against the cluster flags a version that is still stored, and passes once migrate --prune ran", func(ctx SpecContext) {
+			f := newFixture(ctx, 30)
+			f.switchStorage(ctx)
+			var live apiextensionsv1.CustomResourceDefinition
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &live)).To(Succeed())
+			// v1 is no longer served, as after a graduation's retirement,
+			// but objects are still stored in it.
+			live.Spec.Versions[0].Served = false
+			Expect(k8sClient.Update(ctx, &live)).To(Succeed())
+			Expect(live.Status.StoredVersions).To(ContainElement("v1"))
+			next := live.DeepCopy()
+			next.Spec.Versions = next.Spec.Versions[1:] // the release drops v1
+			newFile := manifest("next.yaml", next)
+
+			flagged := run("check", "cluster", newFile, "-o", "json")
+			Expect(flagged.ExitCode()).To(Equal(1), string(flagged.Err.Contents()))
+			Expect(string(flagged.Out.Contents())).To(And(ContainSubstring(`"rule": "stored-version-removed"`), ContainSubstring(`"version": "v1"`)))
+
+			Expect(run("migrate", f.crd.Name, "--prune").ExitCode()).To(BeZero())
+			passed := run("check", "cluster", newFile)
+			Expect(passed.ExitCode()).To(BeZero(), string(passed.Out.Contents()))
+		})
 	})
 })

@@ -1,0 +1,178 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+
+	"github.com/graduator/graduator/check"
+)
+
+// checkOptions is `graduator check` in kubectl's plugin shape: Complete
+// reads the inputs, Validate refuses bad ones, Run compares and reports.
+type checkOptions struct {
+	flags *genericclioptions.ConfigFlags
+	genericiooptions.IOStreams
+
+	output     string
+	configFile string
+
+	oldArg, newArg string
+	config         check.Config
+	oldCRDs        map[string]*apiextensionsv1.CustomResourceDefinition
+	newCRDs        map[string]*apiextensionsv1.CustomResourceDefinition
+}
+
+func newCheckCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &checkOptions{flags: flags, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "check OLD NEW",
+		Short: "Tell whether a change of CRDs is safe to ship (for CI)",
+		Long: `Compares the CRDs of OLD with those of NEW, paired by name, and reports what could break
+existing objects or clients: schema changes (a field removed, a type changed, a constraint
+tightened, ...) and storage changes (a version removed while objects are still stored in it).
+
+OLD and NEW are each a file (YAML or JSON, many documents, e.g. the output of kustomize build
+or helm template; documents that are not CRDs are ignored), a directory, - for stdin, or
+cluster: the live CRDs of your kubeconfig, the only source that knows status.storedVersions.
+
+Exits 0 when nothing is at error level, 1 when the change is unsafe, 2 on bad input.
+Rules and their default enforcement: graduator check --list-rules.`,
+		Example: `  graduator check cluster ./config/crd           # this branch against the live cluster
+  graduator check old.yaml new.yaml -o markdown    # for a pull-request comment
+  kustomize build config/crd | graduator check cluster -`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if list, _ := cmd.Flags().GetBool("list-rules"); list {
+				return nil
+			}
+			if len(args) != 2 {
+				return &exitError{code: 2, err: fmt.Errorf("graduator check needs OLD and NEW, got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if list, _ := cmd.Flags().GetBool("list-rules"); list {
+				for _, r := range check.Rules {
+					_, _ = fmt.Fprintf(o.Out, "%-36s %-8s %s\n", r.Name, r.Default, r.Doc)
+				}
+				return nil
+			}
+			if err := o.Complete(cmd.Context(), args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run()
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "Output format: text, json or markdown.")
+	cmd.Flags().StringVar(&o.configFile, "config", "", "A YAML file setting rules' enforcement: {enforcement: {RULE: error|warning|none}}.")
+	cmd.Flags().Bool("list-rules", false, "List the rules with their default enforcement and exit.")
+	return cmd
+}
+
+// Complete reads the config and both sides. Every failure is bad input.
+func (o *checkOptions) Complete(ctx context.Context, args []string) error {
+	o.oldArg, o.newArg = args[0], args[1]
+	if o.configFile != "" {
+		data, err := os.ReadFile(o.configFile)
+		if err != nil {
+			return badInput(err)
+		}
+		if err := yaml.UnmarshalStrict(data, &o.config); err != nil {
+			return badInput(fmt.Errorf("config %s: %w", o.configFile, err))
+		}
+	}
+	source := check.Source{Stdin: o.In, Live: o.liveCRDs}
+	var err error
+	if o.oldCRDs, err = source.Load(ctx, o.oldArg); err != nil {
+		return badInput(fmt.Errorf("OLD %s: %w", o.oldArg, err))
+	}
+	if o.newCRDs, err = source.Load(ctx, o.newArg); err != nil {
+		return badInput(fmt.Errorf("NEW %s: %w", o.newArg, err))
+	}
+	return nil
+}
+
+// Validate refuses an unknown output or config.
+func (o *checkOptions) Validate() error {
+	switch o.output {
+	case "text", "json", "markdown":
+	default:
+		return badInput(fmt.Errorf("unknown output format %q: use text, json or markdown", o.output))
+	}
+	if o.oldArg == "-" && o.newArg == "-" {
+		return badInput(errors.New("OLD and NEW cannot both be stdin"))
+	}
+	if err := o.config.Validate(); err != nil {
+		return badInput(err)
+	}
+	return nil
+}
+
+// Run compares and prints; an unsafe change exits 1.
+func (o *checkOptions) Run() error {
+	report := check.NewReport(check.Compare(o.oldCRDs, o.newCRDs, o.config))
+	var err error
+	switch o.output {
+	case "json":
+		err = report.WriteJSON(o.Out)
+	case "markdown":
+		err = report.WriteMarkdown(o.Out)
+	default:
+		f, ok := o.Out.(*os.File)
+		err = report.WriteText(o.Out, ok && term.IsTerminal(int(f.Fd())))
+	}
+	if err != nil {
+		return err
+	}
+	if !report.Safe {
+		return &exitError{code: 1, err: errors.New(report.Summary())}
+	}
+	return nil
+}
+
+func (o *checkOptions) liveCRDs(ctx context.Context) ([]apiextensionsv1.CustomResourceDefinition, error) {
+	cfg, err := restConfig(o.flags)
+	if err != nil {
+		return nil, err
+	}
+	c, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	list, err := c.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func badInput(err error) error { return &exitError{code: 2, err: err} }
