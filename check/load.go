@@ -27,7 +27,9 @@ import (
 	"sort"
 	"strings"
 
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -174,6 +176,23 @@ func validate(crd *apiextensionsv1.CustomResourceDefinition) error {
 	}
 	if storage != 1 {
 		return fmt.Errorf("spec.versions must have exactly one storage version, found %d", storage)
+	}
+	// Then everything else the API server checks on create: schemas are
+	// structural, defaults pruned, CEL rules compile, and so on. A manifest
+	// has no status; the API server would record the storage version.
+	c := crd.DeepCopy()
+	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(c)
+	for _, v := range c.Spec.Versions {
+		if v.Storage {
+			c.Status = apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: []string{v.Name}}
+		}
+	}
+	var internal apiextensions.CustomResourceDefinition
+	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(c, &internal, nil); err != nil {
+		return err
+	}
+	if errs := apiextensionsvalidation.ValidateCustomResourceDefinition(context.Background(), &internal); len(errs) > 0 {
+		return fmt.Errorf("the API server would refuse it: %w", errs.ToAggregate())
 	}
 	return nil
 }

@@ -110,3 +110,28 @@ spec: {group: example.com, names: {plural: widgets, kind: Widget}, scope: Namesp
 		Expect(crds).To(BeEmpty())
 	})
 })
+
+var _ = Describe("A CRD the API server would refuse", func() {
+	It("is bad input, with the API server's own words", func() {
+		_, err := check.Parse("test.yaml", []byte(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  names: {plural: widgets, kind: Widget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: integer, default: "big"}}}
+`))
+		Expect(err).To(MatchError(check.ErrBadInput))
+		Expect(err).To(MatchError(ContainSubstring("the API server would refuse it")))
+		Expect(err).To(MatchError(ContainSubstring("default")))
+	})
+})
