@@ -60,7 +60,8 @@ tightened, ...) and storage changes (a version removed while objects are still s
 
 OLD and NEW are each a file (YAML or JSON, many documents, e.g. the output of kustomize build
 or helm template; documents that are not CRDs are ignored), a directory, - for stdin, or
-cluster: the live CRDs of your kubeconfig, the only source that knows status.storedVersions.
+cluster: the live CRDs of your kubeconfig, the only source that knows status.storedVersions
+(as OLD, only the CRDs that NEW names are compared: a cluster holds other projects' CRDs).
 
 Exits 0 when nothing is at error level, 1 when the change is unsafe, 2 on bad input.
 Rules and their default enforcement: graduator check --list-rules.`,
@@ -117,6 +118,15 @@ func (o *checkOptions) Complete(ctx context.Context, args []string) error {
 	}
 	if o.newCRDs, err = source.Load(ctx, o.newArg); err != nil {
 		return badInput(fmt.Errorf("NEW %s: %w", o.newArg, err))
+	}
+	if o.oldArg == check.Cluster {
+		// A cluster holds the CRDs of many projects: a release that does not
+		// ship one of them does not remove it.
+		for name := range o.oldCRDs {
+			if _, ok := o.newCRDs[name]; !ok {
+				delete(o.oldCRDs, name)
+			}
+		}
 	}
 	return nil
 }

@@ -21,8 +21,11 @@ limitations under the License.
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
@@ -34,7 +37,11 @@ import (
 )
 
 func main() {
-	if err := newRootCommand().Execute(); err != nil {
+	// Ctrl-C stops a migration between two writes; its progress is printed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
 		os.Exit(exitCode(err))
 	}
 }
@@ -53,7 +60,7 @@ func newRootCommand() *cobra.Command {
 	}
 	flags.AddFlags(root.PersistentFlags())
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	root.AddCommand(newStatusCommand(flags), newMigrateCommand(flags), newCheckCommand(flags, streams))
+	root.AddCommand(newStatusCommand(flags, streams), newMigrateCommand(flags, streams), newCheckCommand(flags, streams))
 	return root
 }
 

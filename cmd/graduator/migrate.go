@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,13 +54,24 @@ type migrateSummary struct {
 	StoredVersions []string            `json:"storedVersions"`
 }
 
-func newMigrateCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
-	var (
-		opts   migration.Options
-		qps    float64
-		prune  bool
-		output string
-	)
+// migrateOptions is `graduator migrate` in kubectl's plugin shape.
+type migrateOptions struct {
+	flags *genericclioptions.ConfigFlags
+	genericiooptions.IOStreams
+
+	engine migration.Options
+	qps    float64
+	prune  bool
+	output string
+
+	crdName string
+	client  client.Client
+	dyn     dynamic.Interface
+	crd     apiextensionsv1.CustomResourceDefinition
+}
+
+func newMigrateCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &migrateOptions{flags: flags, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "migrate CRD",
 		Short: "Rewrite every object of a CRD in its storage version, then optionally prune storedVersions",
@@ -73,25 +86,43 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
   kubectl graduator migrate pizzas.restaurant.example.com --qps 50 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "" && output != "json" {
-				return fmt.Errorf("unknown output format %q: use json or leave it out", output)
+			if err := o.Validate(); err != nil {
+				return err
 			}
-			opts.QPS = float32(qps)
-			return runMigrate(cmd, flags, args[0], opts, prune, output)
+			if err := o.Complete(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().IntVar(&opts.Concurrency, "concurrency", migration.DefaultConcurrency,
+	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", migration.DefaultConcurrency,
 		"Upper bound on writes in flight; the number adapts below it to what the API server takes.")
-	cmd.Flags().Int64Var(&opts.PageSize, "page-size", migration.DefaultPageSize, "Objects per LIST page.")
-	cmd.Flags().Float64Var(&qps, "qps", 0, "Optional ceiling on writes per second; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
-	cmd.Flags().BoolVar(&prune, "prune", false, "Prune status.storedVersions to the storage version after a complete run without failures.")
-	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: json prints the final counts.")
+	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", migration.DefaultPageSize, "Objects per LIST page.")
+	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
+	cmd.Flags().BoolVar(&o.prune, "prune", false, "Prune status.storedVersions to the storage version after a complete run without failures.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json prints the final counts.")
 	return cmd
 }
 
-func runMigrate(cmd *cobra.Command, flags *genericclioptions.ConfigFlags, crdName string, opts migration.Options, prune bool, output string) error {
-	ctx := cmd.Context()
-	cfg, err := restConfig(flags)
+// Validate refuses bad flags before anything is read.
+func (o *migrateOptions) Validate() error {
+	switch {
+	case o.output != "" && o.output != "json":
+		return fmt.Errorf("unknown output format %q: use json or leave it out", o.output)
+	case o.engine.Concurrency < 1:
+		return fmt.Errorf("--concurrency must be at least 1, got %d", o.engine.Concurrency)
+	case o.engine.PageSize < 1:
+		return fmt.Errorf("--page-size must be at least 1, got %d", o.engine.PageSize)
+	case o.qps < 0:
+		return fmt.Errorf("--qps cannot be negative, got %g", o.qps)
+	}
+	return nil
+}
+
+// Complete builds the clients and reads the CRD.
+func (o *migrateOptions) Complete(ctx context.Context, crdName string) error {
+	o.crdName = crdName
+	cfg, err := restConfig(o.flags)
 	if err != nil {
 		return err
 	}
@@ -99,40 +130,42 @@ func runMigrate(cmd *cobra.Command, flags *genericclioptions.ConfigFlags, crdNam
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
+	if o.client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
+	if o.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return err
 	}
-	opts.Config = cfg
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := c.Get(ctx, client.ObjectKey{Name: crdName}, &crd); err != nil {
+	if err := o.client.Get(ctx, client.ObjectKey{Name: crdName}, &o.crd); err != nil {
 		return fmt.Errorf("get CustomResourceDefinition %s: %w", crdName, err)
 	}
-	storage := graduation.StorageVersion(&crd)
-	opts.Resource = resourceAt(&crd, storage)
+	o.engine.Config = cfg
+	o.engine.QPS = float32(o.qps)
+	return nil
+}
 
-	out := cmd.OutOrStdout()
-	progress := newProgressReporter(cmd.ErrOrStderr(), crdName, storage, output == "json")
+// Run migrates, prunes when asked and allowed, and prints the summary.
+func (o *migrateOptions) Run(ctx context.Context) error {
+	storage := graduation.StorageVersion(&o.crd)
+	opts := o.engine
+	opts.Resource = resourceAt(&o.crd, storage)
+	progress := newProgressReporter(o.ErrOut, o.crdName, storage, o.output == "json")
 	opts.OnProgress = progress.update
-	result, err := migration.Run(ctx, dyn, opts)
+	result, err := migration.Run(ctx, o.dyn, opts)
 	progress.done(result.Progress)
 	if err != nil {
-		return fmt.Errorf("migrate %s: %w", crdName, err)
+		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
 
 	summary := migrateSummary{
-		CRD: crdName, StorageVersion: storage, Complete: result.Complete,
+		CRD: o.crdName, StorageVersion: storage, Complete: result.Complete,
 		Listed: result.Listed, Rewritten: result.Rewritten, Skipped: result.Skipped, Failed: result.Failed,
-		CaughtUp: result.CaughtUp, Failures: result.Failures, StoredVersions: crd.Status.StoredVersions,
+		CaughtUp: result.CaughtUp, Failures: result.Failures, StoredVersions: o.crd.Status.StoredVersions,
 	}
 	var pruneErr error
-	if prune {
-		pruneErr = migration.PruneStoredVersions(ctx, c, crdName, migration.Expectation{
-			StorageVersion: storage, Generation: crd.Generation, Complete: result.Complete, Failed: result.Failed,
+	if o.prune {
+		pruneErr = migration.PruneStoredVersions(ctx, o.client, o.crdName, migration.Expectation{
+			StorageVersion: storage, Generation: o.crd.Generation, Complete: result.Complete, Failed: result.Failed,
 		})
 		if pruneErr == nil {
 			summary.Pruned = true
@@ -140,18 +173,18 @@ func runMigrate(cmd *cobra.Command, flags *genericclioptions.ConfigFlags, crdNam
 		}
 	}
 
-	if output == "json" {
-		enc := json.NewEncoder(out)
+	if o.output == "json" {
+		enc := json.NewEncoder(o.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(summary); err != nil {
 			return err
 		}
 	} else {
-		printSummary(out, summary)
+		printSummary(o.Out, summary)
 	}
 	switch {
 	case result.Failed > 0:
-		return &exitError{code: 2, err: fmt.Errorf("%d objects of %s could not be rewritten", result.Failed, crdName)}
+		return &exitError{code: 2, err: fmt.Errorf("%d objects of %s could not be rewritten", result.Failed, o.crdName)}
 	case pruneErr != nil:
 		return pruneErr
 	}

@@ -23,7 +23,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -33,6 +32,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/dynamic"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -60,46 +61,73 @@ type CRDStatus struct {
 	PolicyError string `json:"policyError,omitempty"`
 }
 
-func newStatusCommand(flags *genericclioptions.ConfigFlags) *cobra.Command {
-	var output string
+// statusOptions is `graduator status` in kubectl's plugin shape.
+type statusOptions struct {
+	flags *genericclioptions.ConfigFlags
+	genericiooptions.IOStreams
+	output string
+
+	crdClient apiextensionsclient.Interface
+	dyn       dynamic.Interface
+}
+
+func newStatusCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &statusOptions{flags: flags, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the storage and served versions of every CRD, drift, and each policy's phase",
 		Long: `Lists every CustomResourceDefinition with its storage version, its stored versions
 (status.storedVersions), its served and deprecated versions, drift (a stored version
 that is no longer the storage version, so objects may still be encoded in it), and the
-phase of the CRDVersionPolicy that governs it, if any.`,
+phase and Ready reason of the CRDVersionPolicy that governs it, if any.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf("unknown output format %q: use table or json", output)
-			}
-			cfg, err := restConfig(flags)
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			crdClient, err := apiextensionsclient.NewForConfig(cfg)
-			if err != nil {
+			if err := o.Complete(); err != nil {
 				return err
 			}
-			dyn, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return err
-			}
-			rows, err := collectStatus(cmd.Context(), crdClient, dyn)
-			if err != nil {
-				return err
-			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
-			}
-			return printStatusTable(cmd.OutOrStdout(), rows)
+			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "Output format: table or json.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "Output format: table or json.")
 	return cmd
+}
+
+// Validate refuses an unknown output format before anything is read.
+func (o *statusOptions) Validate() error {
+	if o.output != "table" && o.output != "json" {
+		return fmt.Errorf("unknown output format %q: use table or json", o.output)
+	}
+	return nil
+}
+
+// Complete builds the clients.
+func (o *statusOptions) Complete() error {
+	cfg, err := restConfig(o.flags)
+	if err != nil {
+		return err
+	}
+	if o.crdClient, err = apiextensionsclient.NewForConfig(cfg); err != nil {
+		return err
+	}
+	o.dyn, err = dynamic.NewForConfig(cfg)
+	return err
+}
+
+// Run reads the CRDs and policies and prints them.
+func (o *statusOptions) Run(ctx context.Context) error {
+	rows, err := collectStatus(ctx, o.crdClient, o.dyn)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	return printStatusTable(o.Out, rows)
 }
 
 // collectStatus reads every CRD and every policy. Policies are optional: a
@@ -192,26 +220,28 @@ func addPolicy(row *CRDStatus, p *graduatorv1alpha1.CRDVersionPolicy, decodeErr 
 	}
 }
 
+// printStatusTable prints the rows through cli-runtime's table printer, as
+// kubectl get does.
 func printStatusTable(w io.Writer, rows []CRDStatus) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "CRD\tSTORAGE\tSTORED\tSERVED\tDEPRECATED\tDRIFT\tPOLICY\tREASON")
+	table := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "CRD", Type: "string"}, {Name: "Storage", Type: "string"}, {Name: "Stored", Type: "string"},
+		{Name: "Served", Type: "string"}, {Name: "Deprecated", Type: "string"}, {Name: "Drift", Type: "string"},
+		{Name: "Policy", Type: "string"}, {Name: "Reason", Type: "string"},
+	}}
 	for _, r := range rows {
 		drift := "-"
 		if len(r.Drift) > 0 {
 			drift = "stale: " + strings.Join(r.Drift, ",")
 		}
-		policy := "-"
-		if r.PolicyPhase != "" {
-			policy = r.PolicyPhase
-		}
 		reason := orDash(r.Reason)
 		if r.PolicyError != "" {
 			reason = "cannot decode the policy: " + r.PolicyError
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, orDash(r.StorageVersion), list(r.StoredVersions),
-			list(r.Served), list(r.Deprecated), drift, policy, reason)
+		table.Rows = append(table.Rows, metav1.TableRow{Cells: []any{
+			r.Name, orDash(r.StorageVersion), list(r.StoredVersions), list(r.Served), list(r.Deprecated), drift, orDash(r.PolicyPhase), reason,
+		}})
 	}
-	return tw.Flush()
+	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(table, w)
 }
 
 func list(s []string) string {
