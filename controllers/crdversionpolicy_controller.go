@@ -108,6 +108,9 @@ func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 		return ctrl.Result{}, err
 	}
+	if policy.Spec.Selector != nil {
+		return ctrl.Result{}, nil // a fleet: the FleetReconciler's
+	}
 	status := newStatusWriter(r.Client, policy)
 
 	var preflight *graduation.PreflightResult

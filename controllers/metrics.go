@@ -18,6 +18,7 @@ package controllers
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -53,6 +54,10 @@ var (
 		Name: "graduator_migration_writers",
 		Help: "The adaptive limit on writes in flight of the running migration.",
 	}, []string{"crd"})
+	migrationsRunning = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "graduator_migrations_running",
+		Help: "Storage migrations running now, across every policy (at most --max-concurrent-graduations).",
+	})
 	stepErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "graduator_step_errors_total",
 		Help: "Failed attempts of a graduation step, by step and by the reason set on the policy's Ready condition.",
@@ -61,11 +66,20 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(objectsRewritten, objectsSkipped, objectsFailed, migrationDuration,
-		staleStoredVersions, policyPhase, stepErrors, migrationWriters)
+		staleStoredVersions, policyPhase, stepErrors, migrationWriters, migrationsRunning)
 }
 
 // forgetPolicy drops the series of a deleted policy, so that a dashboard
 // does not show it in its last phase forever.
 func forgetPolicy(crd string) {
 	policyPhase.DeletePartialMatch(prometheus.Labels{"crd": crd})
+}
+
+// MigrationsRunning returns how many storage migrations run now.
+func MigrationsRunning() int {
+	m := &dto.Metric{}
+	if err := migrationsRunning.Write(m); err != nil {
+		return 0
+	}
+	return int(m.GetGauge().GetValue())
 }

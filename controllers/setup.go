@@ -32,7 +32,9 @@ type Options struct {
 }
 
 // Setup registers Graduator's controllers with a manager (created with
-// CacheOptions): the policy
+// CacheOptions): the policy reconciler, the fleet reconciler of selector
+// policies (whose generated policies share the policy reconciler's limit of
+// MaxConcurrentGraduations): the policy
 // reconciler and the drift reporter. The operator binary, the demo and the
 // test suites all wire the operator through it, from the manager's
 // rest.Config (wrap its transport there to observe the operator's requests).
@@ -56,6 +58,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		MaxConcurrentReconciles: opts.MaxConcurrentGraduations,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CRDVersionPolicy controller: %w", err)
+	}
+	if err := (&FleetReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the fleet controller: %w", err)
 	}
 	if err := (&DriftReporter{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the drift reporter: %w", err)

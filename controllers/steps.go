@@ -220,6 +220,8 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	defer cancel(nil)
 	r.runs.start(policy.Name, cancel)
 	defer r.runs.done(policy.Name)
+	migrationsRunning.Inc()
+	defer migrationsRunning.Dec()
 	counted := progressOf(run)
 	opts := migration.Options{
 		Resource:    resourceAt(crd, step.StorageVersion),

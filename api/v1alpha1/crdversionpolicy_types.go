@@ -77,7 +77,17 @@ const (
 // store and which of its old versions to deprecate and stop serving.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.storageVersion) || !has(self.unserve) || self.unserve.all(u, u.version != self.storageVersion)",message="storageVersion cannot also be listed in unserve: the API server needs the storage version served"
+// +kubebuilder:validation:XValidation:rule="!has(self.selector) || (!has(self.storageVersion) && !has(self.deprecate) && !has(self.unserve))",message="a policy with a selector follows each CRD's own storage version (GitOps mode): storageVersion, deprecate and unserve are for a policy named after one CRD"
 type CRDVersionPolicySpec struct {
+	// Selector makes this a fleet policy: every CRD it selects is migrated
+	// and pruned whenever its manifest's storage version leaves older
+	// versions in status.storedVersions, in GitOps mode (spec.versions is
+	// never written). A policy named after a CRD takes precedence over any
+	// selector; of two selectors, the older one wins. Such a policy may have
+	// any name.
+	// +optional
+	Selector *CRDSelector `json:"selector,omitempty"`
+
 	// StorageVersion is the version the CRD should store. Graduator sets
 	// storage: true on it, rewrites every object and prunes
 	// status.storedVersions. Leave it empty to let the CRD manifest own the
@@ -122,6 +132,61 @@ type CRDVersionPolicySpec struct {
 	// the policy is unpaused.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+}
+
+// CRDSelector selects CRDs by group and by labels; a CRD must match both
+// when both are set.
+// +kubebuilder:validation:XValidation:rule="(has(self.groups) && size(self.groups) > 0) || (has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)",message="selector must name groups or labels: an empty selector would select every CRD of the cluster"
+type CRDSelector struct {
+	// Groups are API groups, exact (gateway.networking.k8s.io) or a suffix
+	// wildcard (*.crossplane.io matches every subgroup).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^([*][.])?[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="a group is a DNS name such as example.com, or *.example.com for its subgroups"
+	Groups []string `json:"groups,omitempty"`
+	// MatchLabels and MatchExpressions select CRDs by their labels, as a
+	// label selector does.
+	// +optional
+	MatchLabels map[string]string `json:"matchLabels,omitempty"`
+	// +optional
+	// +listType=atomic
+	MatchExpressions []metav1.LabelSelectorRequirement `json:"matchExpressions,omitempty"`
+}
+
+// FleetStatus sums up the CRDs a selector policy governs.
+type FleetStatus struct {
+	// Selected is the number of CRDs the selector matches.
+	Selected int32 `json:"selected"`
+	// Phases counts the governed CRDs per phase of their graduation.
+	// +optional
+	Phases map[string]int32 `json:"phases,omitempty"`
+	// Migrating lists the CRDs being migrated now, with their progress.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Migrating []FleetMember `json:"migrating,omitempty"`
+	// Blocked lists some CRDs that cannot go on, with the reason.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Blocked []FleetMember `json:"blocked,omitempty"`
+	// GovernedElsewhere lists some selected CRDs that another policy
+	// governs: one named after the CRD, or an older selector.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	GovernedElsewhere []FleetMember `json:"governedElsewhere,omitempty"`
+}
+
+// FleetMember is one CRD of a fleet.
+type FleetMember struct {
+	// CRD is the CRD's name.
+	CRD string `json:"crd"`
+	// Message is its progress, its blocking reason, or its governing policy.
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message"`
 }
 
 // DeprecatedVersion is a version to mark deprecated.
@@ -239,6 +304,9 @@ type CRDVersionPolicyStatus struct {
 	// step succeeds.
 	// +optional
 	Retries int32 `json:"retries,omitempty"`
+	// Fleet sums up the CRDs of a selector policy.
+	// +optional
+	Fleet *FleetStatus `json:"fleet,omitempty"`
 	// Conditions say what is done and, when something is not, why.
 	// +optional
 	// +listType=map
@@ -364,7 +432,7 @@ type MigrationFailure struct {
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.migration.progress`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?){2,}$')",message="metadata.name must be the name of the CRD the policy governs, <plural>.<group>, such as pizzas.restaurant.example.com"
+// +kubebuilder:validation:XValidation:rule="(has(self.spec) && has(self.spec.selector)) || self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?){2,}$')",message="metadata.name must be the name of the CRD the policy governs, <plural>.<group>, such as pizzas.restaurant.example.com"
 type CRDVersionPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -50,9 +50,12 @@ type CRDStatus struct {
 	Deprecated     []string `json:"deprecated,omitempty"`
 	// Drift lists stored versions that are no longer the storage version:
 	// objects may still be encoded in them.
-	Drift       []string `json:"drift,omitempty"`
-	PolicyPhase string   `json:"policyPhase,omitempty"`
-	Ready       string   `json:"ready,omitempty"`
+	Drift []string `json:"drift,omitempty"`
+	// Policy is the policy that governs the CRD: its own, or the selector
+	// policy that generated it.
+	Policy      string `json:"policy,omitempty"`
+	PolicyPhase string `json:"policyPhase,omitempty"`
+	Ready       string `json:"ready,omitempty"`
 	// Reason is the Ready condition's reason: why a graduation waits or
 	// stalls (ConversionFailed, Forbidden, ...).
 	Reason  string `json:"reason,omitempty"`
@@ -211,6 +214,10 @@ func addPolicy(row *CRDStatus, p *graduatorv1alpha1.CRDVersionPolicy, decodeErr 
 	if p == nil {
 		return
 	}
+	row.Policy = p.Name
+	if fleet := p.Labels["graduator.io/fleet"]; fleet != "" {
+		row.Policy = fleet + " (selector)"
+	}
 	row.PolicyPhase = string(p.Status.Phase)
 	if row.PolicyPhase == "" {
 		row.PolicyPhase = "Pending"
@@ -226,7 +233,7 @@ func printStatusTable(w io.Writer, rows []CRDStatus) error {
 	table := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
 		{Name: "CRD", Type: "string"}, {Name: "Storage", Type: "string"}, {Name: "Stored", Type: "string"},
 		{Name: "Served", Type: "string"}, {Name: "Deprecated", Type: "string"}, {Name: "Drift", Type: "string"},
-		{Name: "Policy", Type: "string"}, {Name: "Reason", Type: "string"},
+		{Name: "Policy", Type: "string"}, {Name: "Phase", Type: "string"}, {Name: "Reason", Type: "string"},
 	}}
 	for _, r := range rows {
 		drift := "-"
@@ -238,7 +245,8 @@ func printStatusTable(w io.Writer, rows []CRDStatus) error {
 			reason = "cannot decode the policy: " + r.PolicyError
 		}
 		table.Rows = append(table.Rows, metav1.TableRow{Cells: []any{
-			r.Name, orDash(r.StorageVersion), list(r.StoredVersions), list(r.Served), list(r.Deprecated), drift, orDash(r.PolicyPhase), reason,
+			r.Name, orDash(r.StorageVersion), list(r.StoredVersions), list(r.Served), list(r.Deprecated), drift, orDash(r.Policy),
+			orDash(r.PolicyPhase), reason,
 		}})
 	}
 	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(table, w)

@@ -150,4 +150,36 @@ var _ = Describe("The CRDVersionPolicy API", func() {
 		policy.Spec.Migration.WriteTo = "Scale"
 		expectRejected(ctx, policy, "spec.migration.writeTo", "Unsupported value")
 	})
+	It("accepts a selector policy of any name in GitOps mode", func(ctx SpecContext) {
+		policy := &graduatorv1alpha1.CRDVersionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "gateway-api"},
+			Spec: graduatorv1alpha1.CRDVersionPolicySpec{
+				Selector: &graduatorv1alpha1.CRDSelector{Groups: []string{"gateway.networking.k8s.io", "*.crossplane.io"}},
+			},
+		}
+		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, policy)).To(Succeed())
+	})
+
+	It("rejects a selector policy that sets a storage version, deprecates or unserves", func(ctx SpecContext) {
+		policy := newPolicy("gateway-api")
+		policy.Spec.Selector = &graduatorv1alpha1.CRDSelector{Groups: []string{"gateway.networking.k8s.io"}}
+		expectRejected(ctx, policy, "spec", "a policy with a selector follows each CRD's own storage version")
+	})
+
+	It("rejects an empty selector, which would select every CRD", func(ctx SpecContext) {
+		policy := &graduatorv1alpha1.CRDVersionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "everything"},
+			Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Selector: &graduatorv1alpha1.CRDSelector{}},
+		}
+		expectRejected(ctx, policy, "spec.selector", "an empty selector would select every CRD")
+	})
+
+	It("rejects a selector group that is not a DNS name", func(ctx SpecContext) {
+		policy := &graduatorv1alpha1.CRDVersionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "bad-group"},
+			Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Selector: &graduatorv1alpha1.CRDSelector{Groups: []string{"*"}}},
+		}
+		expectRejected(ctx, policy, "spec.selector.groups[0]", "a group is a DNS name")
+	})
 })

@@ -1,0 +1,329 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/graduation"
+)
+
+// FleetLabel marks a policy that a selector policy generated for one of its
+// CRDs; its value is the selector policy's name.
+const FleetLabel = "graduator.io/fleet"
+
+// maxFleetList bounds each list in a fleet's status.
+const maxFleetList = 20
+
+// The fleet controller creates, updates and deletes the policies it generates.
+// +kubebuilder:rbac:groups=graduator.io,resources=crdversionpolicies,verbs=get;list;watch;create;patch;delete
+
+// FleetReconciler carries out selector policies. For every CRD a selector
+// selects it keeps a generated policy named after the CRD, in GitOps mode,
+// with the selector's migration settings: the per-CRD reconciler then
+// preflights, migrates, catches up, prunes and cleans each one, with its
+// durable progress, under the manager's limit of graduations at a time. A
+// policy the user named after the CRD is never touched; between two
+// selectors the older one keeps the CRD.
+type FleetReconciler struct {
+	Client   client.Client
+	Recorder recorder.EventRecorder
+}
+
+// Reconcile brings the generated policies of one selector policy in line
+// with what it selects, and sums them up in its status.
+func (r *FleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	policy := &graduatorv1alpha1.CRDVersionPolicy{}
+	if err := r.Client.Get(ctx, req.NamespacedName, policy); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Gone: its generated policies go too (owner references do the
+			// same where a garbage collector runs).
+			return ctrl.Result{}, r.deleteGenerated(ctx, req.Name, nil)
+		}
+		return ctrl.Result{}, err
+	}
+	if policy.Spec.Selector == nil {
+		return ctrl.Result{}, nil
+	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := r.Client.List(ctx, &crds); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list CRDs: %w", err)
+	}
+	var policies graduatorv1alpha1.CRDVersionPolicyList
+	if err := r.Client.List(ctx, &policies); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list policies: %w", err)
+	}
+	byName := map[string]*graduatorv1alpha1.CRDVersionPolicy{}
+	for i := range policies.Items {
+		byName[policies.Items[i].Name] = &policies.Items[i]
+	}
+
+	fleet := &graduatorv1alpha1.FleetStatus{Phases: map[string]int32{}}
+	selected := map[string]bool{}
+	var stale []string
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		if !Selects(policy.Spec.Selector, crd) {
+			continue
+		}
+		selected[crd.Name] = true
+		fleet.Selected++
+		if len(graduation.StaleStoredVersions(crd)) > 0 {
+			stale = append(stale, crd.Name)
+		}
+		member, err := r.govern(ctx, policy, crd, byName)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		summarize(fleet, crd.Name, policy.Name, member)
+	}
+	if err := r.deleteGenerated(ctx, policy.Name, selected); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.writeStatus(ctx, policy, fleet, stale)
+}
+
+// govern makes sure the CRD has a policy, and returns it (nil if none).
+func (r *FleetReconciler) govern(ctx context.Context, fleetPolicy *graduatorv1alpha1.CRDVersionPolicy,
+	crd *apiextensionsv1.CustomResourceDefinition, byName map[string]*graduatorv1alpha1.CRDVersionPolicy) (*graduatorv1alpha1.CRDVersionPolicy, error) {
+	existing := byName[crd.Name]
+	switch {
+	case existing == nil:
+		child := &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}
+		r.generate(fleetPolicy, child)
+		if err := controllerutil.SetControllerReference(fleetPolicy, child, r.Client.Scheme()); err != nil {
+			return nil, err
+		}
+		if err := r.Client.Create(ctx, child); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create the policy of %s for fleet %s: %w", crd.Name, fleetPolicy.Name, err)
+		}
+		log.FromContext(ctx).Info("governing a CRD", "fleet", fleetPolicy.Name, "crd", crd.Name)
+		return child, nil
+	case existing.Labels[FleetLabel] == "":
+		return existing, nil // the user's own policy: it wins
+	case existing.Labels[FleetLabel] != fleetPolicy.Name:
+		other := byName[existing.Labels[FleetLabel]]
+		if other != nil && other.Spec.Selector != nil && Selects(other.Spec.Selector, crd) && !older(fleetPolicy, other) {
+			return existing, nil // an older selector keeps it
+		}
+	}
+	// Ours, or taken over from a younger or vanished selector.
+	updated := existing.DeepCopy()
+	r.generate(fleetPolicy, updated)
+	updated.OwnerReferences = nil
+	if err := controllerutil.SetControllerReference(fleetPolicy, updated, r.Client.Scheme()); err != nil {
+		return nil, err
+	}
+	if equality.Semantic.DeepEqual(updated.Spec, existing.Spec) && equality.Semantic.DeepEqual(updated.Labels, existing.Labels) &&
+		equality.Semantic.DeepEqual(updated.OwnerReferences, existing.OwnerReferences) {
+		return existing, nil
+	}
+	if err := r.Client.Patch(ctx, updated, client.MergeFrom(existing)); err != nil {
+		return nil, fmt.Errorf("update the policy of %s for fleet %s: %w", crd.Name, fleetPolicy.Name, err)
+	}
+	return updated, nil
+}
+
+// generate sets a generated policy's label and spec: GitOps mode with the
+// fleet's settings.
+func (r *FleetReconciler) generate(fleetPolicy, child *graduatorv1alpha1.CRDVersionPolicy) {
+	if child.Labels == nil {
+		child.Labels = map[string]string{}
+	}
+	child.Labels[FleetLabel] = fleetPolicy.Name
+	child.Spec = graduatorv1alpha1.CRDVersionPolicySpec{
+		Migration:            fleetPolicy.Spec.Migration,
+		CleanupManagedFields: fleetPolicy.Spec.CleanupManagedFields,
+		Paused:               fleetPolicy.Spec.Paused,
+	}
+}
+
+// deleteGenerated deletes the fleet's generated policies whose CRD it no
+// longer selects (all of them when keep is nil). A migration in flight for
+// them stops between two writes (the policy watch interrupts it).
+func (r *FleetReconciler) deleteGenerated(ctx context.Context, fleetName string, keep map[string]bool) error {
+	var generated graduatorv1alpha1.CRDVersionPolicyList
+	if err := r.Client.List(ctx, &generated, client.MatchingLabels{FleetLabel: fleetName}); err != nil {
+		return fmt.Errorf("list the policies of fleet %s: %w", fleetName, err)
+	}
+	for i := range generated.Items {
+		if keep[generated.Items[i].Name] {
+			continue
+		}
+		if err := r.Client.Delete(ctx, &generated.Items[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete the policy of %s for fleet %s: %w", generated.Items[i].Name, fleetName, err)
+		}
+	}
+	return nil
+}
+
+// summarize adds one CRD to the fleet's status.
+func summarize(fleet *graduatorv1alpha1.FleetStatus, crdName, fleetName string, member *graduatorv1alpha1.CRDVersionPolicy) {
+	add := func(list *[]graduatorv1alpha1.FleetMember, message string) {
+		if len(*list) < maxFleetList {
+			*list = append(*list, graduatorv1alpha1.FleetMember{CRD: crdName, Message: message})
+		}
+	}
+	if member.Labels[FleetLabel] != fleetName {
+		who := "policy " + member.Name
+		if f := member.Labels[FleetLabel]; f != "" {
+			who = "the older selector policy " + f
+		}
+		add(&fleet.GovernedElsewhere, "governed by "+who)
+		return
+	}
+	phase := string(member.Status.Phase)
+	if phase == "" {
+		phase = string(graduatorv1alpha1.PhasePending)
+	}
+	fleet.Phases[phase]++
+	ready := meta.FindStatusCondition(member.Status.Conditions, graduatorv1alpha1.ConditionReady)
+	switch {
+	case member.Status.Phase == graduatorv1alpha1.PhaseMigrating && member.Status.Migration != nil:
+		add(&fleet.Migrating, fmt.Sprintf("%s rewritten+skipped/listed", member.Status.Migration.Progress))
+	case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason != graduation.ReasonInProgress &&
+		ready.Reason != graduation.ReasonAwaitingManifestChange:
+		add(&fleet.Blocked, ready.Reason+": "+ready.Message)
+	}
+}
+
+// writeStatus records the fleet and its Ready condition: True when every
+// selected CRD stores only its storage version.
+func (r *FleetReconciler) writeStatus(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	fleet *graduatorv1alpha1.FleetStatus, stale []string) error {
+	before := policy.DeepCopy()
+	policy.Status.ObservedGeneration = policy.Generation
+	policy.Status.Fleet = fleet
+	ready := metav1.Condition{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: graduation.ReasonGraduated,
+		Message: fmt.Sprintf("every one of the %d selected CRDs stores only its storage version", fleet.Selected), ObservedGeneration: policy.Generation}
+	phase := graduatorv1alpha1.PhaseGraduated
+	if len(stale) > 0 {
+		sort.Strings(stale)
+		shown := stale[:min(len(stale), 5)]
+		ready.Status, ready.Reason = metav1.ConditionFalse, graduation.ReasonInProgress
+		ready.Message = fmt.Sprintf("%d of %d selected CRDs still store older versions: %s", len(stale), fleet.Selected, strings.Join(shown, ", "))
+		phase = graduatorv1alpha1.PhaseMigrating
+		if len(fleet.Blocked) > 0 {
+			phase = graduatorv1alpha1.PhaseBlocked
+		}
+	}
+	policy.Status.Phase = phase
+	meta.SetStatusCondition(&policy.Status.Conditions, ready)
+	if equality.Semantic.DeepEqual(before.Status, policy.Status) {
+		return nil
+	}
+	if before.Status.Phase != phase && r.Recorder != nil {
+		r.Recorder.Eventf(policy, nil, corev1.EventTypeNormal, string(phase), "Fleet", "%s", ready.Message)
+	}
+	if err := r.Client.Status().Patch(ctx, policy, client.MergeFrom(before)); err != nil {
+		return fmt.Errorf("write status of fleet policy %s: %w", policy.Name, err)
+	}
+	return nil
+}
+
+// Selects reports whether a selector selects a CRD: its group matches one of
+// Groups (exactly, or as a subgroup of a *. wildcard) when Groups is set,
+// and its labels match when a label selector is set.
+func Selects(sel *graduatorv1alpha1.CRDSelector, crd *apiextensionsv1.CustomResourceDefinition) bool {
+	if sel == nil {
+		return false
+	}
+	if len(sel.Groups) > 0 && !slices.ContainsFunc(sel.Groups, func(g string) bool { return groupMatches(g, crd.Spec.Group) }) {
+		return false
+	}
+	if len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0 {
+		s, err := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: sel.MatchLabels, MatchExpressions: sel.MatchExpressions})
+		if err != nil || !s.Matches(labels.Set(crd.Labels)) {
+			return false
+		}
+	}
+	return len(sel.Groups) > 0 || len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0
+}
+
+func groupMatches(pattern, group string) bool {
+	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
+		return strings.HasSuffix(group, "."+suffix)
+	}
+	return pattern == group
+}
+
+// older reports whether policy a was created before b (names break ties).
+func older(a, b *graduatorv1alpha1.CRDVersionPolicy) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// SetupWithManager watches selector policies, the policies they generate,
+// and CRDs (any CRD may start or stop matching).
+func (r *FleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	fleets := func(ctx context.Context) []reconcile.Request {
+		var policies graduatorv1alpha1.CRDVersionPolicyList
+		if err := r.Client.List(ctx, &policies); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for _, p := range policies.Items {
+			if p.Spec.Selector != nil {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: p.Name}})
+			}
+		}
+		return out
+	}
+	allFleets := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		return fleets(ctx)
+	})
+	policyEvents := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		p, ok := o.(*graduatorv1alpha1.CRDVersionPolicy)
+		switch {
+		case !ok:
+			return nil
+		case p.Spec.Selector != nil:
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p.Name}}}
+		case p.Labels[FleetLabel] != "":
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p.Labels[FleetLabel]}}}
+		}
+		// A policy of the user's own may have taken a CRD from a fleet.
+		return fleets(ctx)
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("fleet").
+		Watches(&graduatorv1alpha1.CRDVersionPolicy{}, policyEvents).
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, allFleets).
+		Complete(r)
+}
