@@ -35,6 +35,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
@@ -70,21 +71,30 @@ type statusOptions struct {
 	genericiooptions.IOStreams
 	output string
 
+	crdName   string
 	crdClient apiextensionsclient.Interface
 	dyn       dynamic.Interface
+	kube      kubernetes.Interface
 }
 
 func newStatusCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &statusOptions{flags: flags, IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:   "status",
+		Use:   "status [CRD]",
 		Short: "Show the storage and served versions of every CRD, drift, and each policy's phase",
 		Long: `Lists every CustomResourceDefinition with its storage version, its stored versions
 (status.storedVersions), its served and deprecated versions, drift (a stored version
 that is no longer the storage version, so objects may still be encoded in it), and the
-phase and Ready reason of the CRDVersionPolicy that governs it, if any.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+phase and Ready reason of the CRDVersionPolicy that governs it, if any.
+
+With a CRD's name, shows that CRD in detail: its policy's conditions with their reasons and
+messages, the migration's counts and first failures, and the policy's latest Events: what
+to read when a graduation is blocked.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.crdName = args[0]
+			}
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -115,12 +125,18 @@ func (o *statusOptions) Complete() error {
 	if o.crdClient, err = apiextensionsclient.NewForConfig(cfg); err != nil {
 		return err
 	}
-	o.dyn, err = dynamic.NewForConfig(cfg)
+	if o.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return err
+	}
+	o.kube, err = kubernetes.NewForConfig(cfg)
 	return err
 }
 
 // Run reads the CRDs and policies and prints them.
 func (o *statusOptions) Run(ctx context.Context) error {
+	if o.crdName != "" {
+		return o.describeCRD(ctx, o.crdName)
+	}
 	rows, err := collectStatus(ctx, o.crdClient, o.dyn)
 	if err != nil {
 		return err

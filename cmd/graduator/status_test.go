@@ -19,8 +19,11 @@ package main
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -71,5 +74,48 @@ func TestStatusRowsShowWhyAndHideNothing(t *testing.T) {
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+func TestDescriptionSaysWhyAGraduationIsBlocked(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "pizzas.restaurant.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+			{Name: "v1alpha1", Served: true}, {Name: "v1beta1", Served: true, Storage: true},
+		}},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: []string{"v1alpha1", "v1beta1"}},
+	}
+	policy := &graduatorv1alpha1.CRDVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: crd.Name},
+		Status: graduatorv1alpha1.CRDVersionPolicyStatus{
+			Phase: graduatorv1alpha1.PhaseMigrating, Retries: 2,
+			Migration: &graduatorv1alpha1.MigrationStatus{StorageVersion: "v1beta1", Listed: 500, Rewritten: 450, Failed: 1, Writers: 12,
+				Failures: []graduatorv1alpha1.MigrationFailure{{Namespace: "default", Name: "frozen", Reason: "admission webhook denied"}}},
+			Conditions: []metav1.Condition{{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "ConversionFailed",
+				Message: "Migrate failed (attempt 2): conversion webhook ...; retrying in 10s"}},
+		},
+	}
+	events := []corev1.Event{
+		{Type: "Warning", Reason: "ConversionFailed", Message: "Migrate failed (attempt 1)", LastTimestamp: metav1.NewTime(now.Add(-time.Minute))},
+		{Type: "Normal", Reason: "MigrationStarted", Message: "rewriting every pizzas", LastTimestamp: metav1.NewTime(now.Add(-5 * time.Minute))},
+	}
+	var out bytes.Buffer
+	if err := writeDescription(&out, crd, policy, events, now); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"Drift:            objects may still be stored as v1alpha1",
+		"phase Migrating", "2 failed attempts in a row", "450 rewritten", "12 writers",
+		"failed: default/frozen: admission webhook denied",
+		"ConversionFailed", "retrying in 10s", "MigrationStarted", "5m",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the description lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Index(text, "MigrationStarted") > strings.Index(text, "Migrate failed (attempt 1)") {
+		t.Errorf("events are oldest first:\n%s", text)
 	}
 }
