@@ -83,10 +83,11 @@ demo: envtest-assets ## A whole graduation on an embedded control plane, narrate
 	$(GO) run ./hack/demo $(DEMO_ARGS)
 
 N ?= 5000
+SECTIONS ?= small,big,polite,rss,crds
 .PHONY: bench
-bench: envtest-assets ## The migration benchmark: engine vs 1-writer GET+PUT vs 64-writer ceiling, and peak RSS at N and 10xN.
+bench: envtest-assets ## The benchmark (docs/benchmarks.md): engine vs GET+PUT vs 64-writer ceiling on small and 16 KB objects, politeness, peak RSS, manager RSS vs CRD count. SECTIONS=small,big,polite,rss,crds selects parts.
 	$(GO) build -o $(BIN)/bench ./test/bench
-	$(BIN)/bench -n $(N)
+	GO=$(GO) $(BIN)/bench -n $(N) -sections $(SECTIONS)
 
 ##@ Build
 

@@ -14,53 +14,81 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command bench measures the storage migration engine on an envtest control
-// plane against the two ways people migrate today, in one run so the
-// machine's noise hits all of them alike:
+// Command bench measures Graduator on an envtest control plane, in one run
+// so the machine's noise hits every contender alike. Its sections (select
+// them with -sections):
 //
-//   - the engine at its defaults (16 writers, QPS 200), and with the QPS cap
-//     lifted, to show what the writers alone reach;
-//   - a 1-writer GET + PUT baseline: `kubectl get | kubectl replace` and the
-//     single-writer migrators;
-//   - a 64-writer merge-patch ceiling with no rate limit: what the API server
-//     and etcd can take.
+//   - small, big: the storage migration engine (migration.Run, what
+//     `graduator migrate` and the operator run) at its defaults and with 64
+//     fixed writers, against a 1-writer GET + PUT baseline (`kubectl get |
+//     kubectl replace`, the single-writer migrators) and a 64-writer
+//     merge-patch ceiling with no rate limit, on N objects of ~300 B (small)
+//     and of ~16 KB (big). Each contender gets its own CRD with an identical
+//     population whose storage version was just switched.
+//   - polite: a foreground client's write throughput alone and while the
+//     engine migrates at its defaults.
+//   - rss: the engine's peak RSS in a child process on N and 10xN small
+//     objects, and on N and 2xN big ones.
+//   - crds: the manager's (cmd/manager) RSS with 10 and with 1,000 CRDs of
+//     a ~250 KB schema each.
 //
-// Each gets its own CRD with an identical population whose storage version
-// was just switched. It then runs the engine in a child process on N and on
-// 10xN objects and reports the child's peak RSS. `make bench N=5000`.
+// `make bench N=5000`; `make bench N=5000 SECTIONS=crds` reruns a part.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
+	"os/signal"
 	"path/filepath"
 	goruntime "runtime"
-	"sync"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
-	"github.com/graduator/graduator/migration"
-	"github.com/graduator/graduator/test/envtestutil"
 )
 
+var allSections = []string{"small", "big", "polite", "rss", "crds"}
+
+type options struct {
+	n             int
+	sections      []string
+	rssFactor     int
+	bigRSSFactor  int
+	bigBytes      int
+	politeFor     time.Duration
+	crdCounts     []int
+	crdSchemaKB   int
+	crdBudget     time.Duration
+	crdSettle     time.Duration
+	managerPkg    string
+	crdPolicyPath string
+}
+
 func main() {
-	n := flag.Int("n", 5000, "Objects per population.")
-	rssFactor := flag.Int("rss-factor", 10, "The peak RSS is measured at N and at this many times N.")
+	var o options
+	sections := flag.String("sections", strings.Join(allSections, ","), "Comma-separated sections to run: "+strings.Join(allSections, ", ")+".")
+	crdCounts := flag.String("crds", "10,1000", "crds section: the CRD counts the manager's RSS is measured at, ascending.")
+	flag.IntVar(&o.n, "n", 5000, "Objects per population.")
+	flag.IntVar(&o.rssFactor, "rss-factor", 10, "rss section: the peak RSS of small objects is measured at N and at this many times N.")
+	flag.IntVar(&o.bigRSSFactor, "big-rss-factor", 2, "rss section: the peak RSS of big objects is measured at N and at this many times N.")
+	flag.IntVar(&o.bigBytes, "big-bytes", 16<<10, "big section: the size of spec.notes of the big objects, in bytes.")
+	flag.DurationVar(&o.politeFor, "polite-for", 20*time.Second, "polite section: how long the foreground client runs alone.")
+	flag.IntVar(&o.crdSchemaKB, "crd-schema-kb", 250, "crds section: the size of each CRD's schema, in KiB.")
+	flag.DurationVar(&o.crdBudget, "crd-budget", 5*time.Minute, "crds section: the time allowed for creating the CRDs; fewer are measured if it runs out.")
+	flag.DurationVar(&o.crdSettle, "crd-settle", 20*time.Second, "crds section: how long the manager's RSS must stay flat (within 2%) after its caches synced.")
+	flag.StringVar(&o.managerPkg, "manager-pkg", "./cmd/manager", "crds section: the package `go build` builds the manager from (run from the module root).")
+	flag.StringVar(&o.crdPolicyPath, "policy-crd-dir", filepath.Join("config", "crd", "bases"), "crds section: the directory of the CRDVersionPolicy CRD the manager watches.")
 	childKubeconfig := flag.String("child-kubeconfig", "", "internal: run the engine on -child-group with this kubeconfig and exit")
 	childGroup := flag.String("child-group", "", "internal: the group whose widgets the child migrates")
 	flag.Parse()
@@ -72,248 +100,140 @@ func main() {
 		}
 		return
 	}
-	if err := run(*n, *rssFactor); err != nil {
+	for s := range strings.SplitSeq(*sections, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(allSections, s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown section %q (known: %s)\n", s, strings.Join(allSections, ", "))
+			os.Exit(2)
+		}
+		o.sections = append(o.sections, s)
+	}
+	for s := range strings.SplitSeq(*crdCounts, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || c <= 0 {
+			fmt.Fprintf(os.Stderr, "bench: bad -crds %q\n", *crdCounts)
+			os.Exit(2)
+		}
+		o.crdCounts = append(o.crdCounts, c)
+	}
+	if !slices.IsSorted(o.crdCounts) {
+		fmt.Fprintln(os.Stderr, "bench: -crds must be ascending")
+		os.Exit(2)
+	}
+	// SIGINT or SIGTERM cancels the run; every process it started stops on
+	// the way out (the deferred stops below).
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, o)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n, rssFactor int) error {
-	ctx := context.Background()
+// bench is the control plane and clients the sections share.
+type bench struct {
+	opts       options
+	env        *envtest.Environment
+	cfg        *rest.Config
+	c          client.Client
+	dyn        dynamic.Interface
+	kubeconfig string
+	groups     int // populations created so far, for unique groups
+}
+
+func run(ctx context.Context, o options) (err error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return fmt.Errorf("KUBEBUILDER_ASSETS is not set; run `make bench`")
 	}
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
+	b := &bench{opts: o}
+	var manager string
+	if b.has("crds") {
+		// Built before the control plane starts, so a build failure leaves
+		// nothing running.
+		if manager, err = buildManager(ctx, o.managerPkg); err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(filepath.Dir(manager)) }()
+	}
+
+	b.env = &envtest.Environment{ControlPlaneStopTimeout: 2 * time.Minute}
+	if b.has("crds") {
+		b.env.CRDDirectoryPaths = []string{o.crdPolicyPath}
+		b.env.ErrorIfCRDPathMissing = true
+	}
+	// The big populations and the 1,000 CRDs exceed etcd's default 2 GiB
+	// quota before the API server compacts; the API server's log goes to a
+	// file so that its complaints do not interleave with the figures.
+	b.env.ControlPlane.Etcd = &envtest.Etcd{}
+	b.env.ControlPlane.Etcd.Configure().Set("quota-backend-bytes", strconv.Itoa(8<<30))
+	if b.cfg, err = b.env.Start(); err != nil {
 		return err
 	}
-	defer func() { _ = env.Stop() }()
-	cfg.QPS, cfg.Burst = -1, 0
+	defer func() {
+		if stopErr := b.env.Stop(); stopErr != nil && err == nil {
+			err = fmt.Errorf("stop the control plane: %w", stopErr)
+		}
+	}()
+	b.cfg.QPS, b.cfg.Burst = -1, 0
 	scheme := runtime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
+	if b.c, err = client.New(b.cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
+	if b.dyn, err = dynamic.NewForConfig(b.cfg); err != nil {
 		return err
 	}
+	if b.kubeconfig, err = writeKubeconfig(b.env); err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(filepath.Dir(b.kubeconfig)) }()
 
-	fmt.Printf("Graduator migration benchmark: N=%d objects per population, GOMAXPROCS=%d\n\n", n, runtimeProcs())
-	type contender struct {
+	fmt.Printf("Graduator benchmark: N=%d objects per population, sections %s, GOMAXPROCS=%d\n",
+		o.n, strings.Join(o.sections, ","), goruntime.GOMAXPROCS(0))
+	started := time.Now()
+	steps := []struct {
 		name string
-		run  func(schema.GroupVersionResource) error
+		run  func(context.Context) error
+	}{
+		{"small", func(ctx context.Context) error { return b.migrations(ctx, "small", smallNotes) }},
+		{"big", func(ctx context.Context) error { return b.migrations(ctx, "big", strings.Repeat("x", o.bigBytes)) }},
+		{"polite", b.polite},
+		{"rss", b.rss},
+		{"crds", func(ctx context.Context) error { return b.crds(ctx, manager) }},
 	}
-	contenders := []contender{
-		{"engine (defaults: adaptive, no QPS cap)", func(gvr schema.GroupVersionResource) error {
-			result, err := migration.Run(ctx, dyn, migration.Options{Resource: gvr, Config: cfg})
-			if err == nil && (!result.Complete || result.Failed > 0) {
-				err = fmt.Errorf("incomplete run: %+v", result.Progress)
-			}
-			return err
-		}},
-		{"engine (fixed 64 writers)", func(gvr schema.GroupVersionResource) error {
-			_, err := migration.Run(ctx, dyn, migration.Options{Resource: gvr, Config: cfg, Concurrency: 64, FixedConcurrency: true})
-			return err
-		}},
-		{"baseline (1 writer, GET + PUT)", func(gvr schema.GroupVersionResource) error { return getPut(ctx, dyn, gvr) }},
-		{"ceiling (64 writers, merge patch)", func(gvr schema.GroupVersionResource) error { return ceiling(ctx, dyn, gvr, 64) }},
-	}
-	rates := map[string]float64{}
-	for i, ct := range contenders {
-		gvr, err := population(ctx, c, dyn, fmt.Sprintf("p%d.bench.graduator.io", i), n)
-		if err != nil {
-			return err
+	for _, s := range steps {
+		if !b.has(s.name) {
+			continue
 		}
-		start := time.Now()
-		if err := ct.run(gvr); err != nil {
-			return fmt.Errorf("%s: %w", ct.name, err)
+		sectionStart := time.Now()
+		if err := s.run(ctx); err != nil {
+			return fmt.Errorf("section %s: %w", s.name, err)
 		}
-		elapsed := time.Since(start)
-		rates[ct.name] = float64(n) / elapsed.Seconds()
-		fmt.Printf("%-42s %8.0f objects/s  (%s)\n", ct.name, rates[ct.name], elapsed.Round(time.Millisecond))
+		fmt.Printf("(section %s took %s)\n", s.name, time.Since(sectionStart).Round(time.Second))
 	}
-	engine, uncapped := rates[contenders[0].name], rates[contenders[1].name]
-	baseline, ceil := rates[contenders[2].name], rates[contenders[3].name]
-	fmt.Printf("\nengine (defaults) / baseline: %.2fx    engine (defaults) / ceiling: %.0f%%\n", engine/baseline, 100*engine/ceil)
-	fmt.Printf("engine (fixed 64) / baseline: %.2fx    engine (fixed 64) / ceiling: %.0f%%\n", uncapped/baseline, 100*uncapped/ceil)
-
-	kubeconfig, err := writeKubeconfig(env)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = os.RemoveAll(filepath.Dir(kubeconfig)) }()
-	var rss []int64
-	for i, size := range []int{n, n * rssFactor} {
-		group := fmt.Sprintf("rss%d.bench.graduator.io", i)
-		if _, err := population(ctx, c, dyn, group, size); err != nil {
-			return err
-		}
-		peak, err := childPeakRSS(kubeconfig, group)
-		if err != nil {
-			return err
-		}
-		rss = append(rss, peak)
-		fmt.Printf("\npeak RSS of the engine's process migrating %7d objects: %6.1f MiB", size, float64(peak)/1024)
-	}
-	fmt.Printf("\npeak RSS ratio %dxN / N: %.2f\n", rssFactor, float64(rss[1])/float64(rss[0]))
+	fmt.Printf("\n(the whole run took %s)\n", time.Since(started).Round(time.Second))
 	return nil
 }
 
-// population creates a CRD with v1 and v2 of one schema, n objects at v1,
-// then switches storage to v2 and returns the resource at v2.
-func population(ctx context.Context, c client.Client, dyn dynamic.Interface, group string, n int) (schema.GroupVersionResource, error) {
-	crd := envtestutil.WidgetCRD(group, "v1", "v2")
-	if err := c.Create(ctx, crd); err != nil {
-		return schema.GroupVersionResource{}, err
-	}
-	v1 := envtestutil.WidgetResource(group, "v1")
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if err := envtestutil.Served(ctx, dyn, crd); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			return v1, err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	const creators = 32
-	if err := envtestutil.CreateObjects(ctx, dyn, v1, n, creators, func(i int) *unstructured.Unstructured {
-		return envtestutil.Widget(v1, "default", fmt.Sprintf("w-%07d", i), map[string]any{
-			"color": "blue", "size": int64(i), "notes": "a widget of typical size, with a few words in it",
-		})
-	}); err != nil {
-		return v1, err
-	}
-	if err := envtestutil.SetStorageVersion(ctx, c, crd.Name, "v2"); err != nil {
-		return v1, err
-	}
-	time.Sleep(2 * time.Second) // let the API server pick up the new storage version
-	return envtestutil.WidgetResource(group, "v2"), nil
-}
+func (b *bench) has(section string) bool { return slices.Contains(b.opts.sections, section) }
 
-// getPut is the 1-writer baseline: list, then GET and PUT each object.
-func getPut(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource) error {
-	return eachPage(ctx, dyn, gvr, func(items []unstructured.Unstructured) error {
-		for _, item := range items {
-			obj, err := dyn.Resource(gvr).Namespace(item.GetNamespace()).Get(ctx, item.GetName(), metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if _, err := dyn.Resource(gvr).Namespace(item.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-				return err
-			}
-		}
+// sleep waits for d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
 		return nil
-	})
-}
-
-// ceiling rewrites with many writers and no rate limit.
-func ceiling(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, writers int) error {
-	return eachPage(ctx, dyn, gvr, func(items []unstructured.Unstructured) error {
-		var wg sync.WaitGroup
-		errs := make(chan error, writers)
-		for w := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := w; i < len(items); i += writers {
-					patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, items[i].GetResourceVersion())
-					if _, err := dyn.Resource(gvr).Namespace(items[i].GetNamespace()).
-						Patch(ctx, items[i].GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		return <-errs
-	})
-}
-
-func eachPage(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, f func([]unstructured.Unstructured) error) error {
-	token := ""
-	for {
-		list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 500, Continue: token})
-		if err != nil {
-			return err
-		}
-		if err := f(list.Items); err != nil {
-			return err
-		}
-		if token = list.GetContinue(); token == "" {
-			return nil
-		}
 	}
 }
 
-func writeKubeconfig(env *envtest.Environment) (string, error) {
-	user, err := env.AddUser(envtest.User{Name: "bench", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return "", err
-	}
-	data, err := user.KubeConfig()
-	if err != nil {
-		return "", err
-	}
-	dir, err := os.MkdirTemp("", "graduator-bench-")
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "kubeconfig")
-	return path, os.WriteFile(path, data, 0o600)
-}
+var errTimeout = errors.New("timed out")
 
-// childPeakRSS runs the engine in a child process and returns its peak RSS
-// in KiB.
-func childPeakRSS(kubeconfig, group string) (int64, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return 0, err
-	}
-	cmd := exec.Command(self, "-child-kubeconfig", kubeconfig, "-child-group", group)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return 0, err
-	}
-	usage, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return 0, fmt.Errorf("no rusage on this platform")
-	}
-	return usage.Maxrss, nil
-}
-
-// child migrates the widgets of group with the engine's defaults (QPS
-// uncapped, so the measurement does not take minutes).
-func child(kubeconfig, group string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.QPS = -1
-	return migrateAll(cfg, group)
-}
-
-func migrateAll(cfg *rest.Config, group string) error {
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	result, err := migration.Run(context.Background(), dyn, migration.Options{
-		Resource: schema.GroupVersionResource{Group: group, Version: "v2", Resource: "widgets"}, Config: cfg,
-	})
-	if err != nil {
-		return err
-	}
-	if !result.Complete || result.Failed > 0 {
-		return fmt.Errorf("incomplete run: %+v", result.Progress)
-	}
-	return nil
-}
-
-func runtimeProcs() int { return goruntime.GOMAXPROCS(0) }
+func mib(kib int64) float64 { return float64(kib) / 1024 }

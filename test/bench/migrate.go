@@ -1,0 +1,235 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/test/envtestutil"
+)
+
+// smallNotes makes a widget of about 300 bytes as stored.
+const smallNotes = "a widget of typical size, with a few words in it"
+
+// migrations runs the four contenders on identical populations of n widgets
+// whose spec.notes is notes.
+func (b *bench) migrations(ctx context.Context, label, notes string) error {
+	n := b.opts.n
+	size, err := b.objectSize(ctx, notes)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n== %s objects (%d bytes each as JSON), N=%d ==\n", label, size, n)
+	type contender struct {
+		name string
+		run  func(schema.GroupVersionResource) error
+	}
+	contenders := []contender{
+		{"engine (defaults: adaptive, no QPS cap)", func(gvr schema.GroupVersionResource) error {
+			return engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg})
+		}},
+		{"engine (fixed 64 writers)", func(gvr schema.GroupVersionResource) error {
+			return engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg, Concurrency: 64, FixedConcurrency: true})
+		}},
+		{"baseline (1 writer, GET + PUT)", func(gvr schema.GroupVersionResource) error { return getPut(ctx, b.dyn, gvr) }},
+		{"ceiling (64 writers, merge patch)", func(gvr schema.GroupVersionResource) error { return ceiling(ctx, b.dyn, gvr, 64) }},
+	}
+	rates := make([]float64, len(contenders))
+	for i, ct := range contenders {
+		gvr, err := b.population(ctx, n, notes)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := ct.run(gvr); err != nil {
+			return fmt.Errorf("%s: %w", ct.name, err)
+		}
+		elapsed := time.Since(start)
+		rates[i] = float64(n) / elapsed.Seconds()
+		fmt.Printf("%-42s %8.0f objects/s  (%s)\n", ct.name, rates[i], elapsed.Round(time.Millisecond))
+		if err := b.drop(ctx, gvr.Group); err != nil {
+			return err
+		}
+	}
+	baseline, ceil := rates[2], rates[3]
+	fmt.Printf("engine (defaults) / baseline: %.2fx    engine (defaults) / ceiling: %.0f%%\n", rates[0]/baseline, 100*rates[0]/ceil)
+	fmt.Printf("engine (fixed 64) / baseline: %.2fx    engine (fixed 64) / ceiling: %.0f%%\n", rates[1]/baseline, 100*rates[1]/ceil)
+	return nil
+}
+
+// engine runs the migration engine and insists that it completed.
+func engine(ctx context.Context, dyn dynamic.Interface, opts migration.Options) error {
+	result, err := migration.Run(ctx, dyn, opts)
+	if err == nil && (!result.Complete || result.Failed > 0) {
+		err = fmt.Errorf("incomplete run: %+v", result.Progress)
+	}
+	return err
+}
+
+// objectSize is the size of a widget with these notes as the API server
+// returns it, measured on one object.
+func (b *bench) objectSize(ctx context.Context, notes string) (int, error) {
+	gvr, err := b.population(ctx, 1, notes)
+	if err != nil {
+		return 0, err
+	}
+	list, err := b.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		return 0, fmt.Errorf("list the sample widget: %v (%d items)", err, len(list.Items))
+	}
+	data, err := json.Marshal(list.Items[0].Object)
+	if err != nil {
+		return 0, err
+	}
+	return len(data), b.drop(ctx, gvr.Group)
+}
+
+// population creates a CRD with v1 and v2 of one schema, n widgets at v1
+// with spec.notes = notes, then switches storage to v2 and returns the
+// resource at v2.
+func (b *bench) population(ctx context.Context, n int, notes string) (schema.GroupVersionResource, error) {
+	b.groups++
+	group := fmt.Sprintf("p%d.bench.graduator.io", b.groups)
+	v1, err := b.widgetCRD(ctx, group)
+	if err != nil {
+		return v1, err
+	}
+	const creators = 32
+	if err := envtestutil.CreateObjects(ctx, b.dyn, v1, n, creators, func(i int) *unstructured.Unstructured {
+		return envtestutil.Widget(v1, "default", fmt.Sprintf("w-%07d", i), map[string]any{
+			"color": "blue", "size": int64(i), "notes": notes,
+		})
+	}); err != nil {
+		return v1, err
+	}
+	if err := envtestutil.SetStorageVersion(ctx, b.c, "widgets."+group, "v2"); err != nil {
+		return v1, err
+	}
+	// Let the API server pick up the new storage version.
+	return envtestutil.WidgetResource(group, "v2"), sleep(ctx, 2*time.Second)
+}
+
+// widgetCRD creates the widget CRD of group (v1 storage, v2 served) and
+// waits until it is served.
+func (b *bench) widgetCRD(ctx context.Context, group string) (schema.GroupVersionResource, error) {
+	crd := envtestutil.WidgetCRD(group, "v1", "v2")
+	v1 := envtestutil.WidgetResource(group, "v1")
+	if err := b.c.Create(ctx, crd); err != nil {
+		return v1, err
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if err := envtestutil.Served(ctx, b.dyn, crd); err == nil {
+			return v1, nil
+		} else if time.Now().After(deadline) {
+			return v1, err
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return v1, err
+		}
+	}
+}
+
+// drop deletes the widget CRD of group and waits until it and its objects
+// are gone, so that one population's deletion does not load the next
+// measurement and the API server's watch cache does not grow all run.
+func (b *bench) drop(ctx context.Context, group string) error {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group}}
+	if err := b.c.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); {
+		err := b.c.Get(ctx, client.ObjectKeyFromObject(crd), crd)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("delete CRD %s: %w", crd.Name, errTimeout)
+}
+
+// getPut is the 1-writer baseline: list, then GET and PUT each object.
+func getPut(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource) error {
+	return eachPage(ctx, dyn, gvr, func(items []unstructured.Unstructured) error {
+		for _, item := range items {
+			obj, err := dyn.Resource(gvr).Namespace(item.GetNamespace()).Get(ctx, item.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if _, err := dyn.Resource(gvr).Namespace(item.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ceiling rewrites with many writers and no rate limit.
+func ceiling(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, writers int) error {
+	return eachPage(ctx, dyn, gvr, func(items []unstructured.Unstructured) error {
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < len(items); i += writers {
+					patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, items[i].GetResourceVersion())
+					if _, err := dyn.Resource(gvr).Namespace(items[i].GetNamespace()).
+						Patch(ctx, items[i].GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	})
+}
+
+func eachPage(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, f func([]unstructured.Unstructured) error) error {
+	token := ""
+	for {
+		list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 500, Continue: token})
+		if err != nil {
+			return err
+		}
+		if err := f(list.Items); err != nil {
+			return err
+		}
+		if token = list.GetContinue(); token == "" {
+			return nil
+		}
+	}
+}
