@@ -80,16 +80,6 @@ func base() *apiextensionsv1.CustomResourceDefinition {
 	}
 }
 
-func spec(crd *apiextensionsv1.CustomResourceDefinition, version string) *apiextensionsv1.JSONSchemaProps {
-	for i := range crd.Spec.Versions {
-		if crd.Spec.Versions[i].Name == version {
-			s := crd.Spec.Versions[i].Schema.OpenAPIV3Schema.Properties["spec"]
-			return &s
-		}
-	}
-	return nil
-}
-
 // editSpec changes the spec schema of a version of the new CRD.
 func editSpec(version string, edit func(*apiextensionsv1.JSONSchemaProps)) func(_, n *apiextensionsv1.CustomResourceDefinition) {
 	return func(_, n *apiextensionsv1.CustomResourceDefinition) {
