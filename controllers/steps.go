@@ -238,6 +238,9 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 			migrationWriters.WithLabelValues(crd.Name).Set(float64(p.Writers))
 			recordProgress(run, p)
 			r.recovered(policy, crd, step) // a page went through: the run moves again
+			// Conditions follow the run as it goes: objects rejected so far
+			// show in Ready at once, not only when the run ends.
+			r.record(policy, graduation.Plan(graduation.Input{CRD: crd, Policy: policy, Now: r.now(), StorageSettled: true}), r.now())
 			if err := status.write(ctx); err != nil {
 				logger.Error(err, "saving migration progress")
 			}
