@@ -120,6 +120,18 @@ var _ = Describe("NextLimit: the adaptive limit on writes in flight", func() {
 		Entry("an empty window changes nothing", 6.0, window{}, 6.0),
 	)
 
+	It("averages a window over enough writes that a few lucky ones do not set the base", func() {
+		l := newLimiter(64, false)
+		for range 8 {
+			l.Release(Signal{Latency: 2 * time.Millisecond}) // fast first writes: queues still empty
+		}
+		for range 56 {
+			l.Release(Signal{Latency: 10 * time.Millisecond}) // the steady state
+		}
+		Expect(l.Limit()).To(BeNumerically(">", initialLimit),
+			"10 ms writes are within twice a base of 8 ms (the first 32 writes); a base of 2 ms (the first 8) would shrink the limit")
+	})
+
 	It("holds every writer back for a Retry-After, and frees a slot on release", func(ctx SpecContext) {
 		l := newLimiter(64, false)
 		now := time.Now()

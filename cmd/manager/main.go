@@ -47,6 +47,7 @@ func main() {
 		leaderElect bool
 		leaderNS    string
 		workers     int
+		pprofAddr   string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080",
 		"The address the Prometheus metrics endpoint binds to; \"0\" disables it.")
@@ -58,6 +59,8 @@ func main() {
 		"The namespace of the leader election lease; defaults to the pod's namespace when running in a cluster.")
 	flag.IntVar(&workers, "max-concurrent-graduations", 2,
 		"How many CRDs graduate (migrate) at the same time.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "",
+		"The address Go's pprof endpoints (/debug/pprof) bind to, for profiling; empty or \"0\" disables them.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -75,6 +78,7 @@ func main() {
 		Cache:                   controllers.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "graduator.graduator.io",
 		LeaderElectionNamespace: leaderNS,

@@ -56,12 +56,15 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
 
-var allSections = []string{"small", "big", "polite", "rss", "crds"}
+var allSections = []string{"small", "big", "curve", "polite", "operator", "rss", "crds"}
 
 type options struct {
 	n             int
+	rounds        int
 	sections      []string
 	rssFactor     int
 	bigRSSFactor  int
@@ -80,6 +83,7 @@ func main() {
 	sections := flag.String("sections", strings.Join(allSections, ","), "Comma-separated sections to run: "+strings.Join(allSections, ", ")+".")
 	crdCounts := flag.String("crds", "10,1000", "crds section: the CRD counts the manager's RSS is measured at, ascending.")
 	flag.IntVar(&o.n, "n", 5000, "Objects per population.")
+	flag.IntVar(&o.rounds, "rounds", 1, "small and big sections: how many times each contender runs, interleaved with the others.")
 	flag.IntVar(&o.rssFactor, "rss-factor", 10, "rss section: the peak RSS of small objects is measured at N and at this many times N.")
 	flag.IntVar(&o.bigRSSFactor, "big-rss-factor", 2, "rss section: the peak RSS of big objects is measured at N and at this many times N.")
 	flag.IntVar(&o.bigBytes, "big-bytes", 16<<10, "big section: the size of spec.notes of the big objects, in bytes.")
@@ -109,6 +113,10 @@ func main() {
 			os.Exit(2)
 		}
 		o.sections = append(o.sections, s)
+	}
+	if o.rounds < 1 || o.n < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -n and -rounds must be at least 1")
+		os.Exit(2)
 	}
 	for s := range strings.SplitSeq(*crdCounts, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(s))
@@ -160,7 +168,8 @@ func run(ctx context.Context, o options) (err error) {
 	}
 
 	b.env = &envtest.Environment{ControlPlaneStopTimeout: 2 * time.Minute}
-	if b.has("crds") {
+	if b.has("crds") || b.has("operator") {
+		// The managers need their own CRD.
 		b.env.CRDDirectoryPaths = []string{o.crdPolicyPath}
 		b.env.ErrorIfCRDPathMissing = true
 	}
@@ -180,6 +189,9 @@ func run(ctx context.Context, o options) (err error) {
 	b.cfg.QPS, b.cfg.Burst = -1, 0
 	scheme := runtime.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := graduatorv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
 	if b.c, err = client.New(b.cfg, client.Options{Scheme: scheme}); err != nil {
@@ -202,7 +214,9 @@ func run(ctx context.Context, o options) (err error) {
 	}{
 		{"small", func(ctx context.Context) error { return b.migrations(ctx, "small", smallNotes) }},
 		{"big", func(ctx context.Context) error { return b.migrations(ctx, "big", strings.Repeat("x", o.bigBytes)) }},
+		{"curve", func(ctx context.Context) error { return b.curve(ctx, strings.Repeat("x", o.bigBytes)) }},
 		{"polite", b.polite},
+		{"operator", b.operator},
 		{"rss", b.rss},
 		{"crds", func(ctx context.Context) error { return b.crds(ctx, manager) }},
 	}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,7 +55,10 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 	}
 	contenders := []contender{
 		{"engine (defaults: adaptive, no QPS cap)", func(gvr schema.GroupVersionResource) error {
-			return engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg})
+			var writers writerTrace
+			err := engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg, OnProgress: writers.record})
+			fmt.Printf("  (adaptive writer limit over the run's pages: %s)\n", writers)
+			return err
 		}},
 		{"engine (fixed 64 writers)", func(gvr schema.GroupVersionResource) error {
 			return engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg, Concurrency: 64, FixedConcurrency: true})
@@ -62,26 +66,76 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 		{"baseline (1 writer, GET + PUT)", func(gvr schema.GroupVersionResource) error { return getPut(ctx, b.dyn, gvr) }},
 		{"ceiling (64 writers, merge patch)", func(gvr schema.GroupVersionResource) error { return ceiling(ctx, b.dyn, gvr, 64) }},
 	}
+	// Rounds interleave the contenders, each round in another order, so that
+	// a burst of load from elsewhere on the machine falls on all of them
+	// alike; a contender's rate is its objects over its time in all rounds.
+	elapsed := make([]time.Duration, len(contenders))
+	for round := range b.opts.rounds {
+		for k := range contenders {
+			i := (k + round) % len(contenders)
+			ct := contenders[i]
+			gvr, err := b.population(ctx, n, notes)
+			if err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := ct.run(gvr); err != nil {
+				return fmt.Errorf("%s: %w", ct.name, err)
+			}
+			took := time.Since(start)
+			elapsed[i] += took
+			fmt.Printf("%-42s %8.0f objects/s  (%s, round %d)\n", ct.name, float64(n)/took.Seconds(), took.Round(time.Millisecond), round+1)
+			if err := b.drop(ctx, gvr.Group); err != nil {
+				return err
+			}
+		}
+	}
 	rates := make([]float64, len(contenders))
 	for i, ct := range contenders {
-		gvr, err := b.population(ctx, n, notes)
-		if err != nil {
-			return err
-		}
-		start := time.Now()
-		if err := ct.run(gvr); err != nil {
-			return fmt.Errorf("%s: %w", ct.name, err)
-		}
-		elapsed := time.Since(start)
-		rates[i] = float64(n) / elapsed.Seconds()
-		fmt.Printf("%-42s %8.0f objects/s  (%s)\n", ct.name, rates[i], elapsed.Round(time.Millisecond))
-		if err := b.drop(ctx, gvr.Group); err != nil {
-			return err
+		rates[i] = float64(n*b.opts.rounds) / elapsed[i].Seconds()
+		if b.opts.rounds > 1 {
+			fmt.Printf("%-42s %8.0f objects/s  over %d rounds\n", ct.name, rates[i], b.opts.rounds)
 		}
 	}
 	baseline, ceil := rates[2], rates[3]
 	fmt.Printf("engine (defaults) / baseline: %.2fx    engine (defaults) / ceiling: %.0f%%\n", rates[0]/baseline, 100*rates[0]/ceil)
 	fmt.Printf("engine (fixed 64) / baseline: %.2fx    engine (fixed 64) / ceiling: %.0f%%\n", rates[1]/baseline, 100*rates[1]/ceil)
+	return nil
+}
+
+// writerTrace records the adaptive writer limit the engine reports with each
+// committed page, so that a run says where its limit settled.
+type writerTrace struct{ limits []int }
+
+func (t *writerTrace) record(p migration.Progress) { t.limits = append(t.limits, p.Writers) }
+
+func (t writerTrace) String() string {
+	if len(t.limits) == 0 {
+		return "none reported"
+	}
+	sorted := slices.Sorted(slices.Values(t.limits))
+	return fmt.Sprintf("min %d, median %d, max %d, last %d over %d pages",
+		sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1], t.limits[len(t.limits)-1], len(t.limits))
+}
+
+// curve measures the engine at fixed writer counts on one population size:
+// the throughput the adaptive limit chooses among.
+func (b *bench) curve(ctx context.Context, notes string) error {
+	fmt.Printf("\n== engine throughput vs fixed writers (spec.notes of %d bytes), N=%d ==\n", len(notes), b.opts.n)
+	for _, writers := range []int{4, 8, 16, 32, 64} {
+		gvr, err := b.population(ctx, b.opts.n, notes)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg, Concurrency: writers, FixedConcurrency: true}); err != nil {
+			return err
+		}
+		fmt.Printf("engine, %2d writers %8.0f objects/s\n", writers, float64(b.opts.n)/time.Since(start).Seconds())
+		if err := b.drop(ctx, gvr.Group); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -116,6 +170,20 @@ func (b *bench) objectSize(ctx context.Context, notes string) (int, error) {
 // with spec.notes = notes, then switches storage to v2 and returns the
 // resource at v2.
 func (b *bench) population(ctx context.Context, n int, notes string) (schema.GroupVersionResource, error) {
+	v1, err := b.storedAtV1(ctx, n, notes)
+	if err != nil {
+		return v1, err
+	}
+	if err := envtestutil.SetStorageVersion(ctx, b.c, "widgets."+v1.Group, "v2"); err != nil {
+		return v1, err
+	}
+	// Let the API server pick up the new storage version.
+	return envtestutil.WidgetResource(v1.Group, "v2"), sleep(ctx, 2*time.Second)
+}
+
+// storedAtV1 creates a CRD with v1 and v2 of one schema and n widgets stored
+// at v1 with spec.notes = notes, and returns the resource at v1.
+func (b *bench) storedAtV1(ctx context.Context, n int, notes string) (schema.GroupVersionResource, error) {
 	b.groups++
 	group := fmt.Sprintf("p%d.bench.graduator.io", b.groups)
 	v1, err := b.widgetCRD(ctx, group)
@@ -123,18 +191,11 @@ func (b *bench) population(ctx context.Context, n int, notes string) (schema.Gro
 		return v1, err
 	}
 	const creators = 32
-	if err := envtestutil.CreateObjects(ctx, b.dyn, v1, n, creators, func(i int) *unstructured.Unstructured {
+	return v1, envtestutil.CreateObjects(ctx, b.dyn, v1, n, creators, func(i int) *unstructured.Unstructured {
 		return envtestutil.Widget(v1, "default", fmt.Sprintf("w-%07d", i), map[string]any{
 			"color": "blue", "size": int64(i), "notes": notes,
 		})
-	}); err != nil {
-		return v1, err
-	}
-	if err := envtestutil.SetStorageVersion(ctx, b.c, "widgets."+group, "v2"); err != nil {
-		return v1, err
-	}
-	// Let the API server pick up the new storage version.
-	return envtestutil.WidgetResource(group, "v2"), sleep(ctx, 2*time.Second)
+	})
 }
 
 // widgetCRD creates the widget CRD of group (v1 storage, v2 served) and
