@@ -22,11 +22,13 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -119,6 +121,9 @@ func (b *bench) startOperator(ctx context.Context) (stop func(), err error) {
 			return nil, err
 		}
 	}
+	// Its logs would bury the figures.
+	ctrl.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 	// The binary's client settings: controller-runtime's default QPS, not
 	// the benchmark's unlimited one (the engine builds its own client).
 	cfg := rest.CopyConfig(b.cfg)

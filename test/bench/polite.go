@@ -93,7 +93,8 @@ func (b *bench) polite(ctx context.Context) error {
 		defer close(done)
 		writes, fgErr = foreground(fctx, b.dyn, fg)
 	}()
-	engineErr := engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg})
+	var writers writerTrace
+	engineErr := engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg, OnProgress: writers.record})
 	elapsed := time.Since(start)
 	cancel()
 	<-done
@@ -107,6 +108,7 @@ func (b *bench) polite(ctx context.Context) error {
 	engineRate := float64(n) / elapsed.Seconds()
 	fmt.Printf("%-42s %8.0f writes/s   (%d writes in %s)\n", "foreground while the engine migrates", during, writes, elapsed.Round(time.Millisecond))
 	fmt.Printf("%-42s %8.0f objects/s  (%d objects in %s)\n", "engine (defaults) meanwhile", engineRate, n, elapsed.Round(time.Millisecond))
+	fmt.Printf("  (adaptive writer limit over the run's pages: %s)\n", writers)
 	if err := b.drop(ctx, gvr.Group); err != nil {
 		return err
 	}
