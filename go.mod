@@ -3,6 +3,7 @@ module github.com/graduator/graduator
 go 1.26.0
 
 require (
+	github.com/creack/pty v1.1.24
 	github.com/google/go-cmp v0.7.0
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0

@@ -243,10 +243,13 @@ func (d Difference) String() string { return d.Object + ": " + string(d.What) }
 // Summary counts what a comparison saw.
 type Summary struct {
 	// Snapshot and Cluster count the objects of each side.
-	Snapshot, Cluster int
+	Snapshot int `json:"snapshot"`
+	Cluster  int `json:"cluster"`
 	// Identical objects are in both with the same content.
-	Identical               int
-	Changed, Missing, Added int
+	Identical int `json:"identical"`
+	Changed   int `json:"changed"`
+	Missing   int `json:"missing"`
+	Added     int `json:"added"`
 }
 
 // Differences is the number of objects that differ.
