@@ -109,7 +109,7 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 			t := startInTerminal("migrate", f.crd.Name, "--page-size", "10")
 			Expect(t.wait()).To(BeZero())
 			screen := string(t.out.Contents())
-			bars := regexp.MustCompile(`migrating ` + regexp.QuoteMeta(f.crd.Name) + ` \[[=> ]+\] +(\d+)% (\d+)/(\d+) `).FindAllStringSubmatch(screen, -1)
+			bars := regexp.MustCompile(`migrating `+regexp.QuoteMeta(f.crd.Name)+` \[[=> ]+\] +(\d+)% (\d+)/(\d+) `).FindAllStringSubmatch(screen, -1)
 			Expect(bars).NotTo(BeEmpty(), "a bar is drawn:\n%s", screen)
 			for _, bar := range bars {
 				Expect(bar[3]).To(Equal(fmt.Sprint(n)), "every bar's total is the number of objects: %s", bar[0])
@@ -289,7 +289,7 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 
 			setStatus(fmt.Sprintf(`{"phase":"Migrating","migration":{"storageVersion":"v2","listed":40,"rewritten":30,"writers":12,"startedAt":%q}}`,
 				time.Now().Add(-10*time.Second).UTC().Format(time.RFC3339)))
-			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(`\x1b\[2J`), "the screen is cleared and redrawn")
+			Eventually(t.out).WithTimeout(20*time.Second).Should(gbytes.Say(`\x1b\[2J`), "the screen is cleared and redrawn")
 			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(row(`Migrating +30/40 +12 `)))
 
 			setStatus(`{"phase":"Pruning"}`)
