@@ -267,7 +267,7 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 				Paths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfPathMissing: true,
 			})
 			Expect(err).NotTo(HaveOccurred())
-			f := newFixture(ctx, 0)
+			f := newFixture(ctx, 40)
 			policies := dyn.Resource(graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies"))
 			_, err = policies.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": graduatorv1alpha1.GroupVersion.String(), "kind": "CRDVersionPolicy",
@@ -287,10 +287,11 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 			}
 			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(row("SwitchingStorage")))
 
-			setStatus(fmt.Sprintf(`{"phase":"Migrating","migration":{"storageVersion":"v2","listed":40,"rewritten":30,"writers":12,"startedAt":%q}}`,
+			// 10 of 40 objects done in 10 s: 25%, about 30 s to go.
+			setStatus(fmt.Sprintf(`{"phase":"Migrating","migration":{"storageVersion":"v1","listed":20,"rewritten":10,"writers":12,"startedAt":%q}}`,
 				time.Now().Add(-10*time.Second).UTC().Format(time.RFC3339)))
 			Eventually(t.out).WithTimeout(20*time.Second).Should(gbytes.Say(`\x1b\[2J`), "the screen is cleared and redrawn")
-			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(row(`Migrating +30/40 +12 `)))
+			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(row(`Migrating +10/20 \(25%\) +12 +[23]\ds `)))
 
 			setStatus(`{"phase":"Pruning"}`)
 			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(row("Pruning")))
