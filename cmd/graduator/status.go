@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/pager"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
@@ -89,6 +90,13 @@ type statusOptions struct {
 	dyn       dynamic.Interface
 	kube      kubernetes.Interface
 	md        metadata.Interface // for --watch
+
+	// crds is what --watch keeps of the CRDs between redraws (no schemas),
+	// listed again only when a CRD changed (crdsStale): a migration
+	// redraws the table every page, and the CRDs of a cluster can weigh
+	// hundreds of MiB.
+	crds      []apiextensionsv1.CustomResourceDefinition
+	crdsStale bool
 }
 
 func newStatusCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -175,7 +183,14 @@ func (o *statusOptions) print(ctx context.Context, w io.Writer) error {
 	if o.crdName != "" {
 		return o.describeCRD(ctx, w, o.crdName)
 	}
-	rows, err := collectStatus(ctx, o.crdClient, o.dyn, time.Now())
+	if o.crds == nil || o.crdsStale || !o.watch {
+		crds, err := listCRDs(ctx, o.crdClient)
+		if err != nil {
+			return err
+		}
+		o.crds, o.crdsStale = crds, false
+	}
+	rows, err := collectStatus(ctx, o.crds, o.dyn, time.Now())
 	if err != nil {
 		return err
 	}
@@ -200,11 +215,7 @@ func printData(w io.Writer, rows []CRDStatus, p printers.ResourcePrinter) error 
 
 // collectStatus reads every CRD and every policy. Policies are optional: a
 // cluster without the operator installed still gets the CRD columns.
-func collectStatus(ctx context.Context, crdClient apiextensionsclient.Interface, dyn dynamic.Interface, now time.Time) ([]CRDStatus, error) {
-	crds, err := crdClient.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list CustomResourceDefinitions: %w", err)
-	}
+func collectStatus(ctx context.Context, crds []apiextensionsv1.CustomResourceDefinition, dyn dynamic.Interface, now time.Time) ([]CRDStatus, error) {
 	policies := map[string]*graduatorv1alpha1.CRDVersionPolicy{}
 	undecodable := map[string]error{}
 	list, err := dyn.Resource(graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies")).List(ctx, metav1.ListOptions{})
@@ -222,11 +233,46 @@ func collectStatus(ctx context.Context, crdClient apiextensionsclient.Interface,
 	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("list CRDVersionPolicies: %w", err)
 	}
-	rows := statusRows(crds.Items, policies, undecodable)
+	rows := statusRows(crds, policies, undecodable)
 	for i := range rows {
-		addETA(ctx, dyn, &rows[i], crds.Items, policies[rows[i].Name], now)
+		addETA(ctx, dyn, &rows[i], crds, policies[rows[i].Name], now)
 	}
 	return rows, nil
+}
+
+// listCRDs lists every CRD, 100 at a time, and keeps what the status
+// shows: names, versions and status, without schemas, managedFields or
+// annotations (the last-applied one repeats the whole manifest).
+func listCRDs(ctx context.Context, crdClient apiextensionsclient.Interface) ([]apiextensionsv1.CustomResourceDefinition, error) {
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return crdClient.ApiextensionsV1().CustomResourceDefinitions().List(ctx, opts)
+	})
+	p.PageSize = 100
+	crds := []apiextensionsv1.CustomResourceDefinition{}
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
+		if !ok {
+			return fmt.Errorf("unexpected %T", o)
+		}
+		slim := apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: crd.Name, Generation: crd.Generation},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: crd.Spec.Group, Names: crd.Spec.Names, Scope: crd.Spec.Scope,
+			},
+			Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: crd.Status.StoredVersions},
+		}
+		for _, v := range crd.Spec.Versions {
+			slim.Spec.Versions = append(slim.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+				Name: v.Name, Served: v.Served, Storage: v.Storage, Deprecated: v.Deprecated,
+			})
+		}
+		crds = append(crds, slim)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list CustomResourceDefinitions: %w", err)
+	}
+	return crds, nil
 }
 
 // addETA counts the objects of a CRD whose migration runs (a LIST of one

@@ -47,12 +47,14 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // terminal the screen is cleared before each redraw; elsewhere each table
 // follows the last.
 func (o *statusOptions) watchAndRedraw(ctx context.Context) error {
-	changed := make(chan struct{}, 1)
+	crdChanged, policyChanged := make(chan struct{}, 1), make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for _, gvr := range []schema.GroupVersionResource{crdResource, graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies")} {
+	for gvr, changed := range map[schema.GroupVersionResource]chan struct{}{
+		crdResource: crdChanged, graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies"): policyChanged,
+	} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -90,7 +92,12 @@ func (o *statusOptions) watchAndRedraw(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-changed:
+		case <-crdChanged:
+			o.crdsStale = true
+			if debounce == nil {
+				debounce = time.After(redrawAfter)
+			}
+		case <-policyChanged:
 			if debounce == nil {
 				debounce = time.After(redrawAfter)
 			}

@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 // terminal is the CLI running in a pseudo-terminal, as a person runs it:
@@ -262,7 +263,7 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 	})
 
 	Describe("status --watch", func() {
-		It("redraws when a policy's phase changes, and leaves cleanly on Ctrl-C", func(ctx SpecContext) {
+		It("redraws when a policy's phase or a CRD changes, and leaves cleanly on Ctrl-C", func(ctx SpecContext) {
 			_, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
 				Paths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfPathMissing: true,
 			})
@@ -295,6 +296,10 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 
 			setStatus(`{"phase":"Pruning"}`)
 			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(row("Pruning")))
+
+			// A change of the CRD itself redraws too: its storage version and drift.
+			Expect(envtestutil.SetStorageVersion(ctx, k8sClient, f.crd.Name, "v2")).To(Succeed())
+			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(`(?m)` + regexp.QuoteMeta(f.crd.Name) + ` +v2 +v1,v2 +v1,v2 +- +stale: v1 `))
 
 			Expect(t.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
 			Expect(t.wait()).To(BeZero(), "Ctrl-C leaves cleanly")
