@@ -158,7 +158,7 @@ type Progress struct {
 	// checkpoint) and Failed ones, in the main pass.
 	Listed, Rewritten, Skipped, Failed int64
 	// Remaining is the API server's estimate of the objects not listed yet
-	// (remainingItemCount), -1 when unknown.
+	// (remainingItemCount; 0 after the last page), -1 when unknown.
 	Remaining int64
 	// CaughtUp counts the objects the catch-up sweep found written during
 	// the run and rewrote (or proved done).

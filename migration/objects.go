@@ -137,10 +137,7 @@ func (d dynamicObjects) list(ctx context.Context, opts metav1.ListOptions) (page
 	if err != nil {
 		return page{}, err
 	}
-	p := page{resourceVersion: list.GetResourceVersion(), continueToken: list.GetContinue(), remaining: -1}
-	if n := list.GetRemainingItemCount(); n != nil {
-		p.remaining = *n
-	}
+	p := page{resourceVersion: list.GetResourceVersion(), continueToken: list.GetContinue(), remaining: remaining(list.GetRemainingItemCount(), list.GetContinue())}
 	p.items = make([]objectRef, 0, len(list.Items))
 	for i := range list.Items {
 		obj := &list.Items[i]
@@ -170,11 +167,22 @@ func (d dynamicObjects) patch(ctx context.Context, namespace, name string, data 
 }
 
 func newPage(meta metav1.ListMeta, n int) page {
-	p := page{resourceVersion: meta.ResourceVersion, continueToken: meta.Continue, remaining: -1, items: make([]objectRef, 0, n)}
-	if meta.RemainingItemCount != nil {
-		p.remaining = *meta.RemainingItemCount
+	return page{resourceVersion: meta.ResourceVersion, continueToken: meta.Continue,
+		remaining: remaining(meta.RemainingItemCount, meta.Continue), items: make([]objectRef, 0, n)}
+}
+
+// remaining is the number of objects a LIST has not returned yet: the API
+// server's remainingItemCount, none after the last page (which carries no
+// count), and -1 when unknown (a server that does not count, or a label
+// selector).
+func remaining(count *int64, continueToken string) int64 {
+	switch {
+	case count != nil:
+		return *count
+	case continueToken == "":
+		return 0
 	}
-	return p
+	return -1
 }
 
 func refOf(m *metav1.ObjectMeta) objectRef {

@@ -33,6 +33,8 @@ import (
 	clientretry "k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/graduator/graduator/internal/paging"
 )
 
 // ErrCRDChanged is returned by PruneStoredVersions when the CRD's storage
@@ -103,7 +105,7 @@ func PruneStoredVersions(ctx context.Context, c client.Client, crdName string, e
 //
 // It lists with a client-go ListPager, DefaultPageSize objects at a time, and
 // restarts the listing from the beginning when the continue token expires
-// (see eachObject): objects already cleaned then have nothing left to drop
+// (see paging.EachObject): objects already cleaned then have nothing left to drop
 // and are not counted twice.
 func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, served []string) (int, error) {
 	servedAPIVersions := map[string]bool{}
@@ -111,7 +113,7 @@ func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource sch
 		servedAPIVersions[schema.GroupVersion{Group: resource.Group, Version: v}.String()] = true
 	}
 	cleaned := 0
-	err := eachObject(ctx, c, resource, DefaultPageSize, nil, func(obj *unstructured.Unstructured) error {
+	err := paging.EachObject(ctx, c, resource, DefaultPageSize, nil, func(obj *unstructured.Unstructured) error {
 		changed, err := cleanupObject(ctx, c, resource, obj, servedAPIVersions)
 		if changed {
 			cleaned++

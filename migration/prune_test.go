@@ -263,27 +263,3 @@ var _ = Describe("CleanupManagedFields", func() {
 		Expect(countCalls(c, "list")).To(Equal(1))
 	})
 })
-
-var _ = Describe("Snapshot", func() {
-	It("starts a new snapshot when the continue token expires, forgetting objects deleted meanwhile", func(ctx SpecContext) {
-		c := newFakeClient("w-0", "w-1", "w-2")
-		expired := false
-		pc := paged(c, 2, func(token string) bool {
-			if token == "2" && !expired {
-				expired = true
-				// w-1 was read in the first listing and is deleted before
-				// the second.
-				Expect(c.Tracker().Delete(fakeWidgets, "default", "w-1")).To(Succeed())
-				return true
-			}
-			return false
-		})
-		snapshot, err := TakeSnapshot(ctx, pc, fakeWidgets)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(pc.continueTokens()).To(Equal([]string{"", "2", ""}), "two objects left: one page")
-		Expect(snapshot.Len()).To(Equal(2))
-		Expect(snapshot.objects).To(HaveKey("default/w-0"))
-		Expect(snapshot.objects).To(HaveKey("default/w-2"))
-		Expect(snapshot.Verify(ctx, pc)).To(BeEmpty())
-	})
-})

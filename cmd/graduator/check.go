@@ -184,5 +184,3 @@ func (o *checkOptions) liveCRDs(ctx context.Context) ([]apiextensionsv1.CustomRe
 	}
 	return list.Items, nil
 }
-
-func badInput(err error) error { return &exitError{code: 2, err: err} }

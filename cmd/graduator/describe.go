@@ -42,7 +42,7 @@ const maxEvents = 10
 // describeCRD prints one CRD in detail: its versions, its policy's phase
 // and conditions with their reasons and messages, the migration's counts
 // and first failures, and the latest Events of the policy.
-func (o *statusOptions) describeCRD(ctx context.Context, name string) error {
+func (o *statusOptions) describeCRD(ctx context.Context, w io.Writer, name string) error {
 	crd, err := o.crdClient.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get CustomResourceDefinition %s: %w", name, err)
@@ -67,7 +67,7 @@ func (o *statusOptions) describeCRD(ctx context.Context, name string) error {
 			events = list.Items
 		}
 	}
-	return writeDescription(o.Out, crd, policy, events, time.Now())
+	return writeDescription(w, crd, policy, events, time.Now())
 }
 
 // writeDescription is the pure part of describeCRD.
@@ -98,6 +98,13 @@ func writeDescription(w io.Writer, crd *apiextensionsv1.CustomResourceDefinition
 	if run := policy.Status.Migration; run != nil {
 		fmt.Fprintf(&b, "Migration:        to %s: %d listed, %d rewritten, %d skipped, %d failed, %d caught up, %d writers\n",
 			run.StorageVersion, run.Listed, run.Rewritten, run.Skipped, run.Failed, run.CaughtUp, run.Writers)
+		switch {
+		case run.CompletedAt != nil && run.StartedAt != nil:
+			fmt.Fprintf(&b, "                  completed %s ago, in %s\n", duration.HumanDuration(now.Sub(run.CompletedAt.Time)),
+				duration.HumanDuration(run.CompletedAt.Sub(run.StartedAt.Time)))
+		case run.StartedAt != nil:
+			fmt.Fprintf(&b, "                  started %s ago\n", duration.HumanDuration(now.Sub(run.StartedAt.Time)))
+		}
 		for _, f := range run.Failures {
 			fmt.Fprintf(&b, "  failed: %s: %s\n", strings.TrimPrefix(f.Namespace+"/"+f.Name, "/"), f.Reason)
 		}

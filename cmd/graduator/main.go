@@ -22,6 +22,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -60,7 +61,8 @@ func newRootCommand() *cobra.Command {
 	}
 	flags.AddFlags(root.PersistentFlags())
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
-	root.AddCommand(newStatusCommand(flags, streams), newMigrateCommand(flags, streams), newCheckCommand(flags, streams))
+	root.AddCommand(newStatusCommand(flags, streams), newMigrateCommand(flags, streams), newVerifyCommand(flags, streams),
+		newCheckCommand(flags, streams))
 	return root
 }
 
@@ -86,6 +88,16 @@ type exitError struct {
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
+
+// badInput gives an error exit code 2 (bad input, for check and verify);
+// an error that already carries a code keeps it.
+func badInput(err error) error {
+	var exit *exitError
+	if err == nil || errors.As(err, &exit) {
+		return err
+	}
+	return &exitError{code: 2, err: err}
+}
 
 func exitCode(err error) int {
 	fmt.Fprintln(os.Stderr, "Error:", err)

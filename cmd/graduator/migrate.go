@@ -21,12 +21,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -52,6 +49,8 @@ type migrateSummary struct {
 	Failures       []migration.Failure `json:"failures,omitempty"`
 	Pruned         bool                `json:"pruned"`
 	StoredVersions []string            `json:"storedVersions"`
+	// Verified is the comparison of --verify, when asked for.
+	Verified *verifyResult `json:"verified,omitempty"`
 }
 
 // migrateOptions is `graduator migrate` in kubectl's plugin shape.
@@ -63,6 +62,8 @@ type migrateOptions struct {
 	qps    float64
 	prune  bool
 	output string
+	quiet  bool
+	verify bool
 
 	crdName string
 	client  client.Client
@@ -80,9 +81,17 @@ etcd holds it in the CRD's current storage version. With --prune, and only when 
 object was rewritten, status.storedVersions is then set to the storage version, after
 which old versions can be removed from the CRD.
 
+On a terminal a progress bar shows the total (from the API server's remainingItemCount),
+percent, rate, ETA, writers in flight and failures; otherwise a line a page is printed
+(a JSON object a page with -o json), on stderr. --quiet prints only the summary.
+
+With --verify, every object is read at each served version before the run and compared
+after it (see graduator verify); storedVersions is not pruned when an object differs.
+
 Exits 0 when every object was rewritten, 2 when some could not be (they are listed),
-1 on any other error.`,
+1 on any other error or when --verify found differences.`,
 		Example: `  graduator migrate pizzas.restaurant.example.com --prune
+  graduator migrate pizzas.restaurant.example.com --verify --prune
   kubectl graduator migrate pizzas.restaurant.example.com --qps 50 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,7 +109,9 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", migration.DefaultPageSize, "Objects per LIST page.")
 	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
 	cmd.Flags().BoolVar(&o.prune, "prune", false, "Prune status.storedVersions to the storage version after a complete run without failures.")
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json prints the final counts.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json prints the final counts (and a JSON object a page on stderr).")
+	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "Print nothing until the summary.")
+	cmd.Flags().BoolVar(&o.verify, "verify", false, "Snapshot every object before the run and compare after it; do not prune when one differs.")
 	return cmd
 }
 
@@ -149,10 +160,19 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	storage := graduation.StorageVersion(&o.crd)
 	opts := o.engine
 	opts.Resource = resourceAt(&o.crd, storage)
-	progress := newProgressReporter(o.ErrOut, o.crdName, storage, o.output == "json")
+	var before []versionSnapshot
+	if o.verify {
+		var err error
+		before, err = o.snapshotBefore(ctx)
+		defer removeSnapshots(before)
+		if err != nil {
+			return err
+		}
+	}
+	progress := newProgressReporter(o.ErrOut, o.crdName, pickProgressMode(o.ErrOut, o.quiet, o.output == "json"))
 	opts.OnProgress = progress.update
 	result, err := migration.Run(ctx, o.dyn, opts)
-	progress.done(result.Progress)
+	progress.done()
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
@@ -162,8 +182,13 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 		Listed: result.Listed, Rewritten: result.Rewritten, Skipped: result.Skipped, Failed: result.Failed,
 		CaughtUp: result.CaughtUp, Failures: result.Failures, StoredVersions: o.crd.Status.StoredVersions,
 	}
+	if o.verify {
+		if summary.Verified, err = o.verifyAfter(ctx, before); err != nil {
+			return err
+		}
+	}
 	var pruneErr error
-	if o.prune {
+	if o.prune && !summary.Verified.differ() {
 		pruneErr = migration.PruneStoredVersions(ctx, o.client, o.crdName, migration.Expectation{
 			StorageVersion: storage, Generation: o.crd.Generation, Complete: result.Complete, Failed: result.Failed,
 		})
@@ -187,6 +212,8 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 		return &exitError{code: 2, err: fmt.Errorf("%d objects of %s could not be rewritten", result.Failed, o.crdName)}
 	case pruneErr != nil:
 		return pruneErr
+	case summary.Verified.differ():
+		return fmt.Errorf("%d objects of %s differ from their snapshot before the run", summary.Verified.Differences, o.crdName)
 	}
 	return nil
 }
@@ -197,58 +224,15 @@ func printSummary(w io.Writer, s migrateSummary) {
 	for _, f := range s.Failures {
 		lines = append(lines, "  failed: "+f.String())
 	}
+	if v := s.Verified; v != nil {
+		lines = append(lines, v.String())
+	}
 	if s.Pruned {
 		lines = append(lines, fmt.Sprintf("status.storedVersions pruned to [%s]", s.StorageVersion))
 	} else {
 		lines = append(lines, fmt.Sprintf("status.storedVersions: [%s]", strings.Join(s.StoredVersions, ", ")))
 	}
 	_, _ = fmt.Fprintln(w, strings.Join(lines, "\n"))
-}
-
-// progressReporter draws a progress bar on a terminal and prints one line a
-// page otherwise (CI logs), and nothing with -o json.
-type progressReporter struct {
-	w     io.Writer
-	bar   *progressbar.ProgressBar
-	quiet bool
-	name  string
-}
-
-func newProgressReporter(w io.Writer, crdName, version string, quiet bool) *progressReporter {
-	r := &progressReporter{w: w, quiet: quiet, name: crdName}
-	if f, ok := w.(*os.File); ok && !quiet && term.IsTerminal(int(f.Fd())) {
-		// The total is unknown until the listing ends: a spinner with counts.
-		r.bar = progressbar.NewOptions64(-1,
-			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription(fmt.Sprintf("migrating %s to %s", crdName, version)),
-			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("objects"),
-			progressbar.OptionClearOnFinish(),
-		)
-	}
-	return r
-}
-
-func (r *progressReporter) update(p migration.Progress) {
-	switch {
-	case r.quiet:
-	case r.bar != nil:
-		if p.Remaining >= 0 {
-			r.bar.ChangeMax64(p.Listed + p.Remaining)
-		}
-		r.bar.Describe(fmt.Sprintf("migrating %s (%d writers, %d failed)", r.name, p.Writers, p.Failed))
-		_ = r.bar.Set64(p.Rewritten + p.Skipped + p.Failed)
-	default:
-		_, _ = fmt.Fprintf(r.w, "%s: %d listed, %d rewritten, %d skipped, %d failed, %d writers\n",
-			r.name, p.Listed, p.Rewritten, p.Skipped, p.Failed, p.Writers)
-	}
-}
-
-func (r *progressReporter) done(migration.Progress) {
-	if r.bar != nil {
-		_ = r.bar.Finish()
-	}
 }
 
 func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {

@@ -21,8 +21,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -31,11 +33,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/pager"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
@@ -63,6 +68,14 @@ type CRDStatus struct {
 	Message string `json:"message,omitempty"`
 	// PolicyError says why the policy could not be read, when it could not.
 	PolicyError string `json:"policyError,omitempty"`
+	// Progress is the running migration's "rewritten/listed", with the
+	// percent done when the total is known.
+	Progress string `json:"progress,omitempty"`
+	// Writers is the migration's adaptive limit on writes in flight.
+	Writers int32 `json:"writers,omitempty"`
+	// ETA is the time the migration needs at its rate so far, when the total
+	// is known.
+	ETA string `json:"eta,omitempty"`
 }
 
 // statusOptions is `graduator status` in kubectl's plugin shape.
@@ -70,11 +83,20 @@ type statusOptions struct {
 	flags *genericclioptions.ConfigFlags
 	genericiooptions.IOStreams
 	output string
+	watch  bool
 
 	crdName   string
 	crdClient apiextensionsclient.Interface
 	dyn       dynamic.Interface
 	kube      kubernetes.Interface
+	md        metadata.Interface // for --watch
+
+	// crds is what --watch keeps of the CRDs between redraws (no schemas),
+	// listed again only when a CRD changed (crdsStale): a migration
+	// redraws the table every page, and the CRDs of a cluster can weigh
+	// hundreds of MiB.
+	crds      []apiextensionsv1.CustomResourceDefinition
+	crdsStale bool
 }
 
 func newStatusCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -89,7 +111,13 @@ phase and Ready reason of the CRDVersionPolicy that governs it, if any.
 
 With a CRD's name, shows that CRD in detail: its policy's conditions with their reasons and
 messages, the migration's counts and first failures, and the policy's latest Events: what
-to read when a graduation is blocked.`,
+to read when a graduation is blocked.
+
+With --watch (-w), redraws whenever a CRD or a policy changes, until Ctrl-C.`,
+		Example: `  graduator status
+  graduator status -w
+  graduator status pizzas.restaurant.example.com -w
+  graduator status -o yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -104,14 +132,18 @@ to read when a graduation is blocked.`,
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "Output format: table or json.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "Output format: table, json or yaml.")
+	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing, redraw whenever a CRD or a policy changes, until Ctrl-C.")
 	return cmd
 }
 
 // Validate refuses an unknown output format before anything is read.
 func (o *statusOptions) Validate() error {
-	if o.output != "table" && o.output != "json" {
-		return fmt.Errorf("unknown output format %q: use table or json", o.output)
+	switch {
+	case o.output != "table" && o.output != "json" && o.output != "yaml":
+		return fmt.Errorf("unknown output format %q: use table, json or yaml", o.output)
+	case o.watch && o.output != "table":
+		return fmt.Errorf("--watch redraws the table; -o %s prints the same data once", o.output)
 	}
 	return nil
 }
@@ -128,34 +160,62 @@ func (o *statusOptions) Complete() error {
 	if o.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return err
 	}
-	o.kube, err = kubernetes.NewForConfig(cfg)
+	if o.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if o.watch {
+		o.md, err = metadata.NewForConfig(cfg)
+	}
 	return err
 }
 
-// Run reads the CRDs and policies and prints them.
+// Run reads the CRDs and policies and prints them, once or, with --watch,
+// at every change.
 func (o *statusOptions) Run(ctx context.Context) error {
-	if o.crdName != "" {
-		return o.describeCRD(ctx, o.crdName)
+	if o.watch {
+		return o.watchAndRedraw(ctx)
 	}
-	rows, err := collectStatus(ctx, o.crdClient, o.dyn)
+	return o.print(ctx, o.Out)
+}
+
+// print reads the CRDs and policies and prints them to w.
+func (o *statusOptions) print(ctx context.Context, w io.Writer) error {
+	if o.crdName != "" {
+		return o.describeCRD(ctx, w, o.crdName)
+	}
+	if o.crds == nil || o.crdsStale || !o.watch {
+		crds, err := listCRDs(ctx, o.crdClient)
+		if err != nil {
+			return err
+		}
+		o.crds, o.crdsStale = crds, false
+	}
+	rows, err := collectStatus(ctx, o.crds, o.dyn, time.Now())
 	if err != nil {
 		return err
 	}
-	if o.output == "json" {
-		enc := json.NewEncoder(o.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+	switch o.output {
+	case "json":
+		return printData(w, rows, &printers.JSONPrinter{})
+	case "yaml":
+		return printData(w, rows, &printers.YAMLPrinter{})
 	}
-	return printStatusTable(o.Out, rows)
+	return printStatusTable(w, rows)
+}
+
+// printData prints rows through one of cli-runtime's printers: they take
+// runtime objects, and our rows are not one, so they go as raw JSON.
+func printData(w io.Writer, rows []CRDStatus, p printers.ResourcePrinter) error {
+	data, err := json.Marshal(rows)
+	if err != nil {
+		return err
+	}
+	return p.PrintObj(&runtime.Unknown{Raw: data, ContentType: runtime.ContentTypeJSON}, w)
 }
 
 // collectStatus reads every CRD and every policy. Policies are optional: a
 // cluster without the operator installed still gets the CRD columns.
-func collectStatus(ctx context.Context, crdClient apiextensionsclient.Interface, dyn dynamic.Interface) ([]CRDStatus, error) {
-	crds, err := crdClient.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list CustomResourceDefinitions: %w", err)
-	}
+func collectStatus(ctx context.Context, crds []apiextensionsv1.CustomResourceDefinition, dyn dynamic.Interface, now time.Time) ([]CRDStatus, error) {
 	policies := map[string]*graduatorv1alpha1.CRDVersionPolicy{}
 	undecodable := map[string]error{}
 	list, err := dyn.Resource(graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies")).List(ctx, metav1.ListOptions{})
@@ -173,7 +233,95 @@ func collectStatus(ctx context.Context, crdClient apiextensionsclient.Interface,
 	} else if !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("list CRDVersionPolicies: %w", err)
 	}
-	return statusRows(crds.Items, policies, undecodable), nil
+	rows := statusRows(crds, policies, undecodable)
+	for i := range rows {
+		addETA(ctx, dyn, &rows[i], crds, policies[rows[i].Name], now)
+	}
+	return rows, nil
+}
+
+// listCRDs lists every CRD, 100 at a time, and keeps what the status
+// shows: names, versions and status, without schemas, managedFields or
+// annotations (the last-applied one repeats the whole manifest).
+func listCRDs(ctx context.Context, crdClient apiextensionsclient.Interface) ([]apiextensionsv1.CustomResourceDefinition, error) {
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return crdClient.ApiextensionsV1().CustomResourceDefinitions().List(ctx, opts)
+	})
+	p.PageSize = 100
+	crds := []apiextensionsv1.CustomResourceDefinition{}
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+		crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
+		if !ok {
+			return fmt.Errorf("unexpected %T", o)
+		}
+		slim := apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: crd.Name, Generation: crd.Generation},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: crd.Spec.Group, Names: crd.Spec.Names, Scope: crd.Spec.Scope,
+			},
+			Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: crd.Status.StoredVersions},
+		}
+		for _, v := range crd.Spec.Versions {
+			slim.Spec.Versions = append(slim.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+				Name: v.Name, Served: v.Served, Storage: v.Storage, Deprecated: v.Deprecated,
+			})
+		}
+		crds = append(crds, slim)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list CustomResourceDefinitions: %w", err)
+	}
+	return crds, nil
+}
+
+// addETA counts the objects of a CRD whose migration runs (a LIST of one
+// object: the API server's remainingItemCount says how many follow) and
+// gives the row its percent and ETA. The policy's status carries the
+// counts so far but not the total.
+func addETA(ctx context.Context, dyn dynamic.Interface, row *CRDStatus, crds []apiextensionsv1.CustomResourceDefinition,
+	p *graduatorv1alpha1.CRDVersionPolicy, now time.Time) {
+	if p == nil || p.Status.Phase != graduatorv1alpha1.PhaseMigrating || p.Status.Migration == nil || p.Status.Migration.CatchUp {
+		return
+	}
+	i := slices.IndexFunc(crds, func(c apiextensionsv1.CustomResourceDefinition) bool { return c.Name == row.Name })
+	if i < 0 {
+		return
+	}
+	list, err := dyn.Resource(resourceAt(&crds[i], row.StorageVersion)).List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil || len(list.Items) == 0 {
+		return // a courtesy: without it the row shows the counts alone
+	}
+	total := int64(len(list.Items))
+	if n := list.GetRemainingItemCount(); n != nil {
+		total += *n
+	} else if list.GetContinue() != "" {
+		return // the server did not count
+	}
+	row.Progress, row.ETA = migrationProgress(p.Status.Migration, total, now)
+}
+
+// migrationProgress is "rewritten/listed", with the percent of total done
+// and the ETA at the run's rate so far when total is known (>= 0).
+func migrationProgress(run *graduatorv1alpha1.MigrationStatus, total int64, now time.Time) (progress, eta string) {
+	progress = fmt.Sprintf("%d/%d", run.Rewritten, run.Listed)
+	done := run.Rewritten + run.Skipped + run.Failed
+	if total < 0 {
+		return progress, ""
+	}
+	total = max(total, done)
+	if total > 0 {
+		progress += fmt.Sprintf(" (%d%%)", 100*done/total)
+	}
+	if run.StartedAt == nil || done == 0 {
+		return progress, ""
+	}
+	elapsed := now.Sub(run.StartedAt.Time)
+	if elapsed <= 0 {
+		return progress, ""
+	}
+	left := time.Duration(float64(total-done) / float64(done) * float64(elapsed)).Round(time.Second)
+	return progress, duration.HumanDuration(left)
 }
 
 // statusRows builds the rows, sorted by name: one per CRD, and one per
@@ -238,6 +386,10 @@ func addPolicy(row *CRDStatus, p *graduatorv1alpha1.CRDVersionPolicy, decodeErr 
 	if row.PolicyPhase == "" {
 		row.PolicyPhase = "Pending"
 	}
+	if run := p.Status.Migration; run != nil && p.Status.Phase == graduatorv1alpha1.PhaseMigrating {
+		row.Progress, _ = migrationProgress(run, -1, time.Time{})
+		row.Writers = run.Writers
+	}
 	if c := meta.FindStatusCondition(p.Status.Conditions, graduatorv1alpha1.ConditionReady); c != nil {
 		row.Ready, row.Reason, row.Message = string(c.Status), c.Reason, c.Message
 	}
@@ -249,12 +401,17 @@ func printStatusTable(w io.Writer, rows []CRDStatus) error {
 	table := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
 		{Name: "CRD", Type: "string"}, {Name: "Storage", Type: "string"}, {Name: "Stored", Type: "string"},
 		{Name: "Served", Type: "string"}, {Name: "Deprecated", Type: "string"}, {Name: "Drift", Type: "string"},
-		{Name: "Policy", Type: "string"}, {Name: "Phase", Type: "string"}, {Name: "Reason", Type: "string"},
+		{Name: "Policy", Type: "string"}, {Name: "Phase", Type: "string"}, {Name: "Progress", Type: "string"},
+		{Name: "Writers", Type: "string"}, {Name: "ETA", Type: "string"}, {Name: "Reason", Type: "string"},
 	}}
 	for _, r := range rows {
 		drift := "-"
 		if len(r.Drift) > 0 {
 			drift = "stale: " + strings.Join(r.Drift, ",")
+		}
+		writers := "-"
+		if r.Writers > 0 {
+			writers = fmt.Sprint(r.Writers)
 		}
 		reason := orDash(r.Reason)
 		if r.PolicyError != "" {
@@ -262,7 +419,7 @@ func printStatusTable(w io.Writer, rows []CRDStatus) error {
 		}
 		table.Rows = append(table.Rows, metav1.TableRow{Cells: []any{
 			r.Name, orDash(r.StorageVersion), list(r.StoredVersions), list(r.Served), list(r.Deprecated), drift, orDash(r.Policy),
-			orDash(r.PolicyPhase), reason,
+			orDash(r.PolicyPhase), orDash(r.Progress), writers, orDash(r.ETA), reason,
 		}})
 	}
 	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(table, w)

@@ -119,3 +119,25 @@ func TestDescriptionSaysWhyAGraduationIsBlocked(t *testing.T) {
 		t.Errorf("events are oldest first:\n%s", text)
 	}
 }
+
+func TestProgressAndETAOfARunningMigration(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	started := metav1.NewTime(now.Add(-45 * time.Second))
+	run := &graduatorv1alpha1.MigrationStatus{Listed: 500, Rewritten: 440, Skipped: 5, Failed: 5, StartedAt: &started}
+	for _, tc := range []struct {
+		name          string
+		total         int64
+		progress, eta string
+	}{
+		{"the total unknown: counts alone", -1, "440/500", ""},
+		{"1,000 objects: 45% done in 45s, 55s to go", 1000, "440/500 (45%)", "55s"},
+		{"objects deleted meanwhile: never above 100%", 400, "440/500 (100%)", "0s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			progress, eta := migrationProgress(run, tc.total, now)
+			if progress != tc.progress || eta != tc.eta {
+				t.Errorf("got %q, %q; want %q, %q", progress, eta, tc.progress, tc.eta)
+			}
+		})
+	}
+}

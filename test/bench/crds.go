@@ -47,14 +47,14 @@ const (
 	managerControllers = 2
 )
 
-// buildManager builds the manager into a temporary directory and returns
-// the binary's path.
-func buildManager(ctx context.Context, pkg string) (string, error) {
+// buildBinary builds a command of the module (the manager, the CLI) into a
+// temporary directory and returns the binary's path.
+func buildBinary(ctx context.Context, pkg string) (string, error) {
 	dir, err := os.MkdirTemp("", "graduator-bench-manager-")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "manager")
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	goTool := os.Getenv("GO")
 	if goTool == "" {
 		goTool = "go"

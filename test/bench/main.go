@@ -25,12 +25,19 @@ limitations under the License.
 //     merge-patch ceiling with no rate limit, on N objects of ~300 B (small)
 //     and of ~16 KB (big). Each contender gets its own CRD with an identical
 //     population whose storage version was just switched.
+//   - curve (not in make bench's default): the engine at 4, 8, 16, 32 and 64
+//     fixed writers on 16 KB objects, the throughput the adaptive limit
+//     chooses among.
 //   - polite: a foreground client's write throughput alone and while the
 //     engine migrates at its defaults.
+//   - operator: a whole graduation in the operator at its defaults, from the
+//     storage flip to storedVersions pruned, against N/ceiling + 15 s.
 //   - rss: the engine's peak RSS in a child process on N and 10xN small
 //     objects, and on N and 2xN big ones.
 //   - crds: the manager's (cmd/manager) RSS with 10 and with 1,000 CRDs of
 //     a ~250 KB schema each.
+//   - snapshot: the CLI's (cmd/graduator) peak RSS while `graduator verify`
+//     writes a snapshot of 20,000 small objects and compares with it.
 //
 // `make bench N=5000`; `make bench N=5000 SECTIONS=crds` reruns a part.
 package main
@@ -60,7 +67,7 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
 
-var allSections = []string{"small", "big", "curve", "polite", "operator", "rss", "crds"}
+var allSections = []string{"small", "big", "curve", "polite", "operator", "rss", "crds", "snapshot"}
 
 type options struct {
 	n             int
@@ -76,6 +83,8 @@ type options struct {
 	crdSettle     time.Duration
 	managerPkg    string
 	crdPolicyPath string
+	snapshotN     int
+	cliPkg        string
 }
 
 func main() {
@@ -93,6 +102,8 @@ func main() {
 	flag.DurationVar(&o.crdSettle, "crd-settle", 20*time.Second, "crds section: how long the manager's RSS must stay flat (within 2%) after its caches synced.")
 	flag.StringVar(&o.managerPkg, "manager-pkg", "./cmd/manager", "crds section: the package `go build` builds the manager from (run from the module root).")
 	flag.StringVar(&o.crdPolicyPath, "policy-crd-dir", filepath.Join("config", "crd", "bases"), "crds section: the directory of the CRDVersionPolicy CRD the manager watches.")
+	flag.IntVar(&o.snapshotN, "snapshot-n", 20000, "snapshot section: the objects the CLI snapshots and compares.")
+	flag.StringVar(&o.cliPkg, "cli-pkg", "./cmd/graduator", "snapshot section: the package `go build` builds the CLI from (run from the module root).")
 	childKubeconfig := flag.String("child-kubeconfig", "", "internal: run the engine on -child-group with this kubeconfig and exit")
 	childGroup := flag.String("child-group", "", "internal: the group whose widgets the child migrates")
 	flag.Parse()
@@ -157,14 +168,20 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("KUBEBUILDER_ASSETS is not set; run `make bench`")
 	}
 	b := &bench{opts: o}
-	var manager string
+	var manager, cli string
+	// Built before the control plane starts, so a build failure leaves
+	// nothing running.
 	if b.has("crds") {
-		// Built before the control plane starts, so a build failure leaves
-		// nothing running.
-		if manager, err = buildManager(ctx, o.managerPkg); err != nil {
+		if manager, err = buildBinary(ctx, o.managerPkg); err != nil {
 			return err
 		}
 		defer func() { _ = os.RemoveAll(filepath.Dir(manager)) }()
+	}
+	if b.has("snapshot") {
+		if cli, err = buildBinary(ctx, o.cliPkg); err != nil {
+			return err
+		}
+		defer func() { _ = os.RemoveAll(filepath.Dir(cli)) }()
 	}
 
 	b.env = &envtest.Environment{ControlPlaneStopTimeout: 2 * time.Minute}
@@ -219,6 +236,7 @@ func run(ctx context.Context, o options) (err error) {
 		{"operator", b.operator},
 		{"rss", b.rss},
 		{"crds", func(ctx context.Context) error { return b.crds(ctx, manager) }},
+		{"snapshot", func(ctx context.Context) error { return b.snapshot(ctx, cli) }},
 	}
 	for _, s := range steps {
 		if !b.has(s.name) {

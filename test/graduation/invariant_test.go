@@ -28,7 +28,7 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/snapshot"
 )
 
 // Nothing counts as migrated unless the API server said so.
@@ -37,7 +37,7 @@ var _ = Describe("A policy with writeTo: Status", func() {
 
 	// storedAtV1WithV2Added installs a widget CRD storing v1 with objects,
 	// then adds v2, as a CRD author's next release would.
-	storedAtV1WithV2Added := func(ctx SpecContext, group string, statusSubresource bool) (*apiextensionsv1.CustomResourceDefinition, *migration.Snapshot) {
+	storedAtV1WithV2Added := func(ctx SpecContext, group string, statusSubresource bool) (*apiextensionsv1.CustomResourceDefinition, *snapshot.Snapshot) {
 		crd := widgetCRD(group, "v1")
 		if statusSubresource {
 			withStatus(crd)
@@ -45,7 +45,7 @@ var _ = Describe("A policy with writeTo: Status", func() {
 		installCRD(ctx, crd)
 		v1 := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
 		createWidgets(ctx, v1, objects)
-		snapshot, err := migration.TakeSnapshot(ctx, dyn, v1)
+		before, err := snapshot.Take(ctx, dyn, v1)
 		Expect(err).NotTo(HaveOccurred())
 
 		live := getCRD(ctx, crd.Name)
@@ -61,7 +61,7 @@ var _ = Describe("A policy with writeTo: Status", func() {
 				List(ctx, metav1.ListOptions{Limit: 1})
 			return err
 		}).WithTimeout(30 * time.Second).Should(Succeed())
-		return installed, snapshot
+		return installed, before
 	}
 	policyFor := func(crd *apiextensionsv1.CustomResourceDefinition) *graduatorv1alpha1.CRDVersionPolicy {
 		return &graduatorv1alpha1.CRDVersionPolicy{
@@ -77,7 +77,7 @@ var _ = Describe("A policy with writeTo: Status", func() {
 
 	It("is refused when the version has no status subresource: nothing is switched, rewritten or pruned", func(ctx SpecContext) {
 		group := "nostatus.test.graduator.io"
-		crd, snapshot := storedAtV1WithV2Added(ctx, group, false)
+		crd, before := storedAtV1WithV2Added(ctx, group, false)
 		op := startOperatorWith(operatorOptions{})
 		DeferCleanup(op.stop)
 		createPolicy(ctx, policyFor(crd))
@@ -92,13 +92,13 @@ var _ = Describe("A policy with writeTo: Status", func() {
 		}).WithTimeout(3 * time.Second).Should(Succeed())
 		Expect(storedAPIVersions(ctx, group, "widgets")).To(And(HaveLen(objects), HaveEach(group+"/v1")),
 			"etcd holds every widget at v1")
-		Expect(snapshot.Verify(ctx, dyn)).To(BeEmpty(), "no widget changed")
+		Expect(before.Verify(ctx, dyn)).To(BeEmpty(), "no widget changed")
 		Expect(op.requests.writes("widgets", time.Time{})).To(BeEmpty(), "not one write was sent")
 	})
 
 	It("migrates every object through /status and prunes when the version has the subresource", func(ctx SpecContext) {
 		group := "withstatus.test.graduator.io"
-		crd, snapshot := storedAtV1WithV2Added(ctx, group, true)
+		crd, before := storedAtV1WithV2Added(ctx, group, true)
 		op := startOperatorWith(operatorOptions{})
 		DeferCleanup(op.stop)
 		createPolicy(ctx, policyFor(crd))
@@ -107,7 +107,7 @@ var _ = Describe("A policy with writeTo: Status", func() {
 			Should(Equal([]string{"v2"}))
 		Expect(storedAPIVersions(ctx, group, "widgets")).To(And(HaveLen(objects), HaveEach(group+"/v2")),
 			"etcd holds every widget at v2")
-		Expect(snapshot.Verify(ctx, dyn)).To(BeEmpty(), "no widget changed")
+		Expect(before.Verify(ctx, dyn)).To(BeEmpty(), "no widget changed")
 		for _, w := range op.requests.writes("widgets", time.Time{}) {
 			Expect(w.path).To(HaveSuffix("/status"), "every write went to the status subresource")
 		}

@@ -43,16 +43,7 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 	)
 
 	BeforeAll(func() {
-		var err error
-		binary, err = gexec.Build("github.com/graduator/graduator/cmd/graduator")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(gexec.CleanupBuildArtifacts)
-		user, err := testEnv.AddUser(envtest.User{Name: "cli", Groups: []string{"system:masters"}}, nil)
-		Expect(err).NotTo(HaveOccurred())
-		data, err := user.KubeConfig()
-		Expect(err).NotTo(HaveOccurred())
-		kubeconfig = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-		Expect(os.WriteFile(kubeconfig, data, 0o600)).To(Succeed())
+		binary, kubeconfig = buildCLI()
 	})
 
 	run := func(args ...string) *gexec.Session {
@@ -214,3 +205,24 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 		})
 	})
 })
+
+var cli struct{ binary, kubeconfig string }
+
+// buildCLI builds the graduator binary once for the suite (AfterSuite
+// removes it) and writes a kubeconfig for it.
+func buildCLI() (binary, kubeconfig string) {
+	if cli.binary == "" {
+		var err error
+		cli.binary, err = gexec.Build("github.com/graduator/graduator/cmd/graduator")
+		Expect(err).NotTo(HaveOccurred())
+		user, err := testEnv.AddUser(envtest.User{Name: "cli", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		data, err := user.KubeConfig()
+		Expect(err).NotTo(HaveOccurred())
+		dir, err := os.MkdirTemp("", "graduator-cli-")
+		Expect(err).NotTo(HaveOccurred())
+		cli.kubeconfig = filepath.Join(dir, "kubeconfig")
+		Expect(os.WriteFile(cli.kubeconfig, data, 0o600)).To(Succeed())
+	}
+	return cli.binary, cli.kubeconfig
+}

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/snapshot"
 )
 
 var _ = Describe("migration.Run", func() {
@@ -43,9 +44,9 @@ var _ = Describe("migration.Run", func() {
 		f.switchStorage(ctx)
 		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v1": n}), "switching storage rewrites nothing")
 
-		snapshot, err := migration.TakeSnapshot(ctx, dyn, f.v1)
+		before, err := snapshot.Take(ctx, dyn, f.v1)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(snapshot.Len()).To(Equal(n))
+		Expect(before.Len()).To(Equal(n))
 
 		var pages int
 		result, err := migration.Run(ctx, dyn, migration.Options{
@@ -59,7 +60,7 @@ var _ = Describe("migration.Run", func() {
 		Expect(pages).To(BeNumerically(">=", n/50), "progress is reported every page")
 
 		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v2": n}), "after: every object stored as v2")
-		Expect(snapshot.Verify(ctx, dyn)).To(BeEmpty(), "no object's content changed")
+		Expect(before.Verify(ctx, dyn)).To(BeEmpty(), "no object's content changed")
 	})
 
 	It("skips objects written after the checkpoint without writing them again", func(ctx SpecContext) {

@@ -1,0 +1,99 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package paging lists every object of a resource a page at a time with a
+// client-go ListPager, restarting the listing when its continue token
+// expires. The migration's cleanup and the snapshots share it.
+package paging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/pager"
+)
+
+// MaxRestarts bounds how often an expired continue token restarts one
+// listing.
+const MaxRestarts = 5
+
+// errExpiredContinue marks a LIST that failed because its continue token
+// expired (410 Gone, reason Expired): only such a failure restarts a listing.
+type errExpiredContinue struct{ err error }
+
+func (e *errExpiredContinue) Error() string { return e.err.Error() }
+func (e *errExpiredContinue) Unwrap() error { return e.err }
+
+// EachObject calls fn on every object of resource, listing pageSize objects
+// at a time with a client-go ListPager. When a continue token expires (the
+// API server compacted past the listing's snapshot and answers 410 Gone), the
+// listing restarts from the first page, at most MaxRestarts times, after
+// calling onRestart (if not nil): fn then sees some objects twice and must
+// not mind. fn's errors are returned as they are; LIST errors are wrapped.
+//
+// Why EachListItem and a restart of our own rather than the pager's
+// FullListIfExpired (k8s.io/client-go/tools/pager): FullListIfExpired is only
+// honoured by ListPager.List, which accumulates every page into one list in
+// memory anyway, and on an expired token it falls back to a single LIST
+// without a limit: the whole resource in one response, which is exactly what
+// paging is here to avoid. EachListItem never falls back: it returns the
+// Expired error, so we restart from scratch, which costs a second pass over
+// objects fn already handled (fn is idempotent in every caller) but keeps
+// memory at a few pages. PageBufferSize bounds how many pages the pager's
+// background goroutine fetches ahead of fn (its default is 10).
+func EachObject(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, pageSize int64,
+	onRestart func(), fn func(*unstructured.Unstructured) error) error {
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		list, err := c.Resource(resource).List(ctx, opts)
+		if err != nil {
+			err = fmt.Errorf("list %s: %w", resource, err)
+			if opts.Continue != "" && apierrors.IsResourceExpired(err) {
+				return nil, &errExpiredContinue{err: err}
+			}
+			return nil, err
+		}
+		return list, nil
+	})
+	p.PageSize = pageSize
+	p.PageBufferSize = 1
+	p.FullListIfExpired = false // not used by EachListItem; stated for the reader
+	for restarts := 0; ; restarts++ {
+		err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
+			obj, ok := o.(*unstructured.Unstructured)
+			if !ok {
+				return fmt.Errorf("list %s: unexpected item type %T", resource, o)
+			}
+			return fn(obj)
+		})
+		var expired *errExpiredContinue
+		if !errors.As(err, &expired) {
+			return err
+		}
+		if restarts >= MaxRestarts {
+			return fmt.Errorf("%w (the listing restarted %d times)", expired.err, restarts)
+		}
+		if onRestart != nil {
+			onRestart()
+		}
+	}
+}
