@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/graduator/graduator/access"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
 )
@@ -149,6 +150,9 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	storage := graduation.StorageVersion(&o.crd)
 	opts := o.engine
 	opts.Resource = resourceAt(&o.crd, storage)
+	if err := access.CheckConfig(ctx, opts.Config, opts.Resource, opts.WriteTo); err != nil {
+		return fmt.Errorf("migrate %s: %w", o.crdName, err)
+	}
 	progress := newProgressReporter(o.ErrOut, o.crdName, storage, o.output == "json")
 	opts.OnProgress = progress.update
 	result, err := migration.Run(ctx, o.dyn, opts)
