@@ -174,4 +174,3 @@ func binariesTar(dir string, names []string, modTime time.Time) ([]byte, error) 
 	}
 	return buf.Bytes(), nil
 }
-
