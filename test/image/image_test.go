@@ -14,10 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package image checks the OCI image `make image` writes to bin/image: its
-// config (entrypoint, user, platform, labels), its one layer (the static
-// binaries, no shell), that the extracted manager runs, and that the
-// Dockerfile describes the same image.
+// Package image checks what a release ships: the OCI image `make image`
+// writes to bin/image (its config: entrypoint, user, platform, labels; its
+// one layer: the static binaries, no shell; that the extracted manager runs;
+// that the Dockerfile describes the same image) and the krew plugin manifest.
 package image
 
 import (
