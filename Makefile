@@ -20,6 +20,8 @@ IMG ?= ghcr.io/graduator/graduator:dev
 # Kubernetes dependencies would fight ours).
 HELM_VERSION ?= v3.22.0
 HELM := $(BIN)/helm-$(HELM_VERSION)
+# kustomize for `make deploy`, run from the Go module proxy: no standalone install.
+KUSTOMIZE ?= $(GO) run sigs.k8s.io/kustomize/kustomize/v5@v5.7.1
 # What the image's labels and the release artifacts say.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
@@ -158,9 +160,9 @@ install: ## Install the CRDVersionPolicy CRD into the cluster of the current kub
 	kubectl apply -k config/crd
 
 .PHONY: deploy
-deploy: ## Deploy the operator into the cluster of the current kubeconfig.
-	cd config/manager && kustomize edit set image controller=$(IMG)
-	kubectl apply -k config/default
+deploy: ## Deploy the operator with kustomize (built from the Go module proxy) into the cluster of the current kubeconfig.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default | kubectl apply -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the operator from the cluster.
