@@ -16,6 +16,17 @@ GOLANGCI_LINT_VERSION ?= v2.7.2
 # Seconds each fuzz target runs during `make test`.
 FUZZTIME ?= 10s
 IMG ?= ghcr.io/graduator/graduator:dev
+# helm, built from the Go module proxy (not a dependency of go.mod: its
+# Kubernetes dependencies would fight ours).
+HELM_VERSION ?= v3.22.0
+HELM := $(BIN)/helm-$(HELM_VERSION)
+# kustomize for `make deploy`, run from the Go module proxy: no standalone install.
+KUSTOMIZE ?= $(GO) run sigs.k8s.io/kustomize/kustomize/v5@v5.7.1
+# What the image's labels and the release artifacts say.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 
 .PHONY: all
 all: build
@@ -32,6 +43,7 @@ manifests: ## Generate the CRD and RBAC manifests from the controller-gen marker
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) crd paths="./conversion/..." output:crd:artifacts:config=config/samples/pizza/base
 	$(GO) run ./hack/pizzastages
+	cp config/crd/bases/graduator.io_crdversionpolicies.yaml charts/graduator/crds/
 
 .PHONY: generate
 generate: ## Generate the deepcopy functions.
@@ -62,8 +74,8 @@ envtest-assets: ## Put kube-apiserver and etcd into bin/k8s (downloads, or build
 	fi
 
 .PHONY: test
-test: envtest-assets fuzz ## Unit tests, short fuzz runs and the envtest suites against a real kube-apiserver.
-	$(GO) test ./... -count=1 -timeout 30m
+test: envtest-assets fuzz helm image ## Unit tests, short fuzz runs, the chart and image checks and the envtest suites against a real kube-apiserver.
+	HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
 
 .PHONY: test-faults
 test-faults: envtest-assets ## The fault suite at full size (SIGKILLs, webhook and API server outages, admission denial, pause); records docs/reliability.md.
@@ -95,9 +107,51 @@ bench: envtest-assets ## The benchmark (docs/benchmarks.md): engine vs GET+PUT v
 build: ## Build every binary into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+.PHONY: image
+image: ## Build the OCI image without Docker: bin/image (OCI layout) and bin/graduator-image.tar (docker/podman load).
+	rm -rf $(BIN)/image-binaries && mkdir -p $(BIN)/image-binaries
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags="-s -w" -o $(BIN)/image-binaries/ \
+		./cmd/manager ./cmd/graduator ./cmd/sample-webhook
+	cd hack/image && $(GO) run . -binaries $(BIN)/image-binaries -arch $(IMAGE_ARCH) \
+		-oci-layout $(BIN)/image -tarball $(BIN)/graduator-image.tar -tag $(IMG) \
+		-version $(VERSION) -revision "$(REVISION)" -created $(SOURCE_DATE_EPOCH)
+
 .PHONY: docker-build
-docker-build: ## Build the operator image.
-	docker build -t $(IMG) .
+docker-build: ## Build the operator image with a Docker daemon (the same image as `make image`).
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMG) .
+
+.PHONY: helm
+helm: $(HELM) ## Build helm $(HELM_VERSION) from the Go module proxy into bin/ (bin/helm links to it).
+$(HELM):
+	rm -rf $(BIN)/.helm-build
+	GOBIN=$(BIN)/.helm-build $(GO) install -ldflags="-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" \
+		helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/.helm-build/helm $@ && rmdir $(BIN)/.helm-build
+	ln -sf $(notdir $@) $(BIN)/helm
+
+.PHONY: chart-lint
+chart-lint: helm ## helm lint the chart, plain and with every option on.
+	$(HELM) lint --strict charts/graduator
+	$(HELM) lint --strict charts/graduator --set replicas=2 --set 'rbac.migrateGroups={example.com}' \
+		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
+
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST := $(CURDIR)/dist
+
+.PHONY: release-artifacts
+release-artifacts: ## The CLI for linux and darwin on amd64 and arm64 as krew archives in dist/, with checksums and the krew manifest.
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	for platform in $(RELEASE_PLATFORMS); do \
+		os=$${platform%/*}; arch=$${platform#*/}; dir=$(DIST)/graduator_$${os}_$${arch}; \
+		mkdir -p $$dir; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags="-s -w" -o $$dir/kubectl-graduator ./cmd/graduator; \
+		tar -C $$dir -czf $(DIST)/kubectl-graduator_$(VERSION)_$${os}_$${arch}.tar.gz --owner=0 --group=0 --numeric-owner \
+			--mtime=@$(SOURCE_DATE_EPOCH) --sort=name .; \
+		rm -rf $$dir; \
+	done
+	cd $(DIST) && sha256sum kubectl-graduator_*.tar.gz > checksums.txt
+	VERSION=$(VERSION) DIST=$(DIST) hack/krew/render.sh > $(DIST)/graduator.yaml
+	@echo "wrote $(DIST):"; ls -1 $(DIST)
 
 ##@ Deploy
 
@@ -106,9 +160,9 @@ install: ## Install the CRDVersionPolicy CRD into the cluster of the current kub
 	kubectl apply -k config/crd
 
 .PHONY: deploy
-deploy: ## Deploy the operator into the cluster of the current kubeconfig.
-	cd config/manager && kustomize edit set image controller=$(IMG)
-	kubectl apply -k config/default
+deploy: ## Deploy the operator with kustomize (built from the Go module proxy) into the cluster of the current kubeconfig.
+	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
+	$(KUSTOMIZE) build config/default | kubectl apply -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the operator from the cluster.

@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -68,7 +69,10 @@ type CRDVersionPolicyReconciler struct {
 	// from: object metadata only, and throttling seen at once.
 	Config    *rest.Config
 	Discovery discovery.DiscoveryInterface
-	Recorder  recorder.EventRecorder
+	// Reviews asks the API server what the operator may do (access.Check)
+	// before a preflight or a migration writes anything.
+	Reviews  authorizationv1client.SelfSubjectAccessReviewInterface
+	Recorder recorder.EventRecorder
 	// Clock is the time source; a real clock when nil.
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles is how many CRDs graduate at once; 1 when 0.
@@ -77,20 +81,21 @@ type CRDVersionPolicyReconciler struct {
 	runs runningMigrations
 }
 
-// The operator reads and writes its policies and the CRDs they govern.
+// The operator reads and writes its policies and the CRDs they govern: it
+// caches both (list, watch), rereads them uncached (get), patches the storage
+// flags of spec.versions and prunes status.storedVersions (patch), and asks
+// what it may do before migrating (selfsubjectaccessreviews).
 // +kubebuilder:rbac:groups=graduator.io,resources=crdversionpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=graduator.io,resources=crdversionpolicies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=graduator.io,resources=crdversionpolicies/status,verbs=patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=patch
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
 //
-// The storage migration rewrites objects of any CRD a policy names, and the
-// operator cannot know those resources in advance, so it needs get, list and
-// patch on every resource (and patch on /status for writeTo: Status). It
-// never creates, updates or deletes them: a merge patch carrying only
-// the object's resourceVersion cannot change its content. Narrow this rule to
-// your CRDs' groups when you install the operator if you prefer.
-// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;patch
-// +kubebuilder:rbac:groups=*,resources=*/status,verbs=patch
+// The rights to migrate the objects of a CRD (get, list and patch on its
+// group) are not here: they come from the graduator-migrate ClusterRole,
+// which aggregates every ClusterRole labelled
+// graduator.io/aggregate-to-manager: "true" (config/rbac, the Helm chart's
+// rbac.migrateGroups). mayMigrate checks them before anything is written.
 
 // Reconcile performs the next steps of one policy's graduation. It reads as
 // the graduation does: observe the CRD, plan, perform the step, and again,
@@ -136,6 +141,13 @@ func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 		if step.Action == graduation.ActionNone {
 			return ctrl.Result{RequeueAfter: step.RequeueAfter}, nil
+		}
+		if step.Action == graduation.ActionPreflight || step.Action == graduation.ActionMigrate {
+			// Before anything is switched or written: may the operator
+			// migrate this resource at all? A denial names the rule to add.
+			if err := r.mayMigrate(ctx, policy, crd, step.StorageVersion); err != nil {
+				return r.stalled(ctx, policy, crd, status, string(step.Action), err)
+			}
 		}
 		if step.Action == graduation.ActionPreflight {
 			result := r.preflight(ctx, crd, step.StorageVersion, migration.WriteTarget(policy.Spec.Migration.WriteTo))

@@ -21,6 +21,7 @@ import (
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -47,6 +48,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create the discovery client: %w", err)
 	}
+	authz, err := authorizationv1client.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("create the authorization client: %w", err)
+	}
 	recorder := mgr.GetEventRecorder("graduator")
 	if err := (&CRDVersionPolicyReconciler{
 		Client:                  mgr.GetClient(),
@@ -54,6 +59,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Dynamic:                 dyn,
 		Config:                  mgr.GetConfig(),
 		Discovery:               disco,
+		Reviews:                 authz.SelfSubjectAccessReviews(),
 		Recorder:                recorder,
 		MaxConcurrentReconciles: opts.MaxConcurrentGraduations,
 	}).SetupWithManager(mgr); err != nil {

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
@@ -92,6 +93,21 @@ func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiexte
 			klog.KObj(&obj), target, err)}
 	}
 	return graduation.PreflightResult{Passed: true}
+}
+
+// mayMigrate asks the API server whether the operator may list, read and
+// patch the CRD's objects at version (and their /status for writeTo:
+// Status). A denial is an access.Denied, which names the RBAC rule to add and
+// stalls the policy with reason Forbidden before anything is switched or
+// written.
+func (r *CRDVersionPolicyReconciler) mayMigrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	crd *apiextensionsv1.CustomResourceDefinition, version string) error {
+	if err := access.Check(ctx, r.Reviews, resourceAt(crd, version), migration.WriteTarget(policy.Spec.Migration.WriteTo)); err != nil {
+		// The error names the resource already; the condition message keeps
+		// 600 characters, which a long group name repeated would exceed.
+		return fmt.Errorf("check access: %w", err)
+	}
+	return nil
 }
 
 // storageSettled reports whether API discovery advertises the CRD's current

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/graduator/graduator/access"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
 )
@@ -160,6 +161,11 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	storage := graduation.StorageVersion(&o.crd)
 	opts := o.engine
 	opts.Resource = resourceAt(&o.crd, storage)
+	// Before anything is read or written: may we? The same advice as the
+	// operator's Forbidden condition.
+	if err := access.CheckConfig(ctx, opts.Config, opts.Resource, opts.WriteTo); err != nil {
+		return fmt.Errorf("migrate %s: %w", o.crdName, err)
+	}
 	var before []versionSnapshot
 	if o.verify {
 		var err error

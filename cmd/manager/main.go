@@ -34,9 +34,11 @@ import (
 	"github.com/graduator/graduator/controllers"
 )
 
-// The manager itself needs leases for leader election and events to report
-// what it does; each controller declares its own permissions.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// The manager itself needs events to report what it does; each controller
+// declares its own permissions. The leader election lease lives in the
+// operator's namespace, so its rights are a namespaced Role
+// (config/rbac/leader_election_role.yaml, the chart's templates/rbac.yaml),
+// not markers: controller-gen would make them cluster-wide.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

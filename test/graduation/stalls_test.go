@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/test/pizzaenv"
@@ -130,7 +131,7 @@ var _ = Describe("A stalled graduation", func() {
 			Should(haveStatusReason(metav1.ConditionTrue, graduation.ReasonGraduated))
 	})
 
-	It("shows Forbidden with the API server's words when the operator may not write the objects, and recovers once granted", func(ctx SpecContext) {
+	It("shows Forbidden naming the rule to add when the operator may not write the objects, writes nothing, and recovers once granted", func(ctx SpecContext) {
 		const group = "forbidden.test.graduator.io"
 		crd := widgetCRD(group, "v1", "v2")
 		installCRD(ctx, crd)
@@ -176,7 +177,8 @@ var _ = Describe("A stalled graduation", func() {
 		})
 		Eventually(policyCondition(ctx, crd.Name, graduatorv1alpha1.ConditionReady)).WithTimeout(30 * time.Second).
 			Should(And(haveStatusReason(metav1.ConditionFalse, graduation.ReasonForbidden),
-				HaveField("Message", ContainSubstring(`cannot patch resource "widgets"`))))
+				HaveField("Message", And(ContainSubstring("not allowed to patch widgets."+group),
+					ContainSubstring(access.RuleFor(group))))))
 		Expect(getCRD(ctx, crd.Name).Status.StoredVersions).To(ConsistOf("v1", "v2"), "nothing is pruned")
 		Expect(storedAPIVersions(ctx, group, "widgets")).To(HaveEach(group+"/v1"), "nothing was written")
 

@@ -27,12 +27,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/graduator/graduator/access"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 
@@ -115,6 +117,45 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 		Expect(session.Out.Contents()).To(ContainSubstring("failed: " + ns + "/" + name))
 		Expect(session.Out.Contents()).To(ContainSubstring("status.storedVersions: [v1, v2]"))
 		Expect(session.Err.Contents()).To(ContainSubstring("1 objects of " + f.crd.Name + " could not be rewritten"))
+		var crd apiextensionsv1.CustomResourceDefinition
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
+		Expect(crd.Status.StoredVersions).To(ConsistOf("v1", "v2"))
+	})
+
+	It("refuses to migrate without the rights on the CRD's group, exits 1 naming the rule to add, and writes nothing", func(ctx SpecContext) {
+		f := newFixture(ctx, 20)
+		f.switchStorage(ctx)
+		By("a user who may read CRDs but nothing of the widgets' group")
+		const userName = "cli-without-group-rights"
+		role := &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: userName},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"},
+				Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get"}}},
+		}
+		Expect(k8sClient.Create(ctx, role)).To(Succeed())
+		DeferCleanup(k8sClient.Delete, role)
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: userName},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: userName}},
+		}
+		Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+		DeferCleanup(k8sClient.Delete, binding)
+		user, err := testEnv.AddUser(envtest.User{Name: userName}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		data, err := user.KubeConfig()
+		Expect(err).NotTo(HaveOccurred())
+		denied := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+		Expect(os.WriteFile(denied, data, 0o600)).To(Succeed())
+
+		session, err := gexec.Start(exec.Command(binary, "migrate", f.crd.Name, "--prune", "--kubeconfig", denied), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(session).WithTimeout(time.Minute).Should(gexec.Exit(1))
+		Expect(string(session.Err.Contents())).To(And(
+			ContainSubstring("not allowed to list, get, patch widgets."+f.group),
+			ContainSubstring(access.RuleFor(f.group)),
+			ContainSubstring("--set rbac.migrateGroups={"+f.group+"}")))
+		Expect(f.storedCounts(ctx)).To(HaveKeyWithValue(f.group+"/v1", 20), "no object was rewritten")
 		var crd apiextensionsv1.CustomResourceDefinition
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
 		Expect(crd.Status.StoredVersions).To(ConsistOf("v1", "v2"))

@@ -1,0 +1,158 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package access answers one question before a migration writes anything:
+// may the caller list, read and patch every object of the resource (and its
+// /status for writeTo: Status)? It asks the API server with
+// SelfSubjectAccessReviews, so the answer is the authorizer's own, and when
+// the answer is no it returns a Denied error that names the RBAC rule to add.
+package access
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/graduator/graduator/migration"
+)
+
+// AggregationLabel is the label that adds a ClusterRole's rules to the
+// operator's migration ClusterRole (through its aggregationRule).
+const AggregationLabel = "graduator.io/aggregate-to-manager"
+
+// Needs lists the permissions a migration of resource needs, in the order
+// they are checked, across all namespaces:
+//   - list: the engine pages through every object;
+//   - get: a refused write (409, 404) is judged by reading the object back
+//     (migration.Judge), and the managedFields cleanup rereads objects that
+//     changed under it;
+//   - patch: the no-op writes (and the managedFields cleanup, which always
+//     patches the object itself);
+//   - patch on /status, for writeTo: Status.
+func Needs(resource schema.GroupVersionResource, writeTo migration.WriteTarget) []authorizationv1.ResourceAttributes {
+	attr := func(verb, subresource string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{
+			Verb: verb, Group: resource.Group, Version: resource.Version, Resource: resource.Resource, Subresource: subresource,
+		}
+	}
+	needs := []authorizationv1.ResourceAttributes{attr("list", ""), attr("get", ""), attr("patch", "")}
+	if writeTo == migration.WriteToStatus {
+		needs = append(needs, attr("patch", "status"))
+	}
+	return needs
+}
+
+// Check asks the API server, one SelfSubjectAccessReview per permission of
+// Needs, whether the caller holds them all. It returns nil when it does, a
+// *Denied naming every missing permission and the rule to add when it does
+// not, and another error when a review could not be made.
+func Check(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface,
+	resource schema.GroupVersionResource, writeTo migration.WriteTarget) error {
+	denied := &Denied{Resource: resource}
+	for _, attrs := range Needs(resource, writeTo) {
+		review := &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs},
+		}
+		got, err := reviews.Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("review access to %s %s: %w", attrs.Verb, describe(attrs), err)
+		}
+		if !got.Status.Allowed {
+			denied.Missing = append(denied.Missing, attrs)
+		}
+	}
+	if len(denied.Missing) > 0 {
+		return denied
+	}
+	return nil
+}
+
+// CheckConfig is Check with a client built from cfg.
+func CheckConfig(ctx context.Context, cfg *rest.Config, resource schema.GroupVersionResource, writeTo migration.WriteTarget) error {
+	c, err := authorizationv1client.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create the authorization client: %w", err)
+	}
+	return Check(ctx, c.SelfSubjectAccessReviews(), resource, writeTo)
+}
+
+// Denied is the answer "no": the caller lacks the Missing permissions on
+// Resource. It reports itself as a 403 Forbidden API status, so
+// apierrors.IsForbidden (and the operator's stall reasons) recognize it.
+type Denied struct {
+	Resource schema.GroupVersionResource
+	Missing  []authorizationv1.ResourceAttributes
+}
+
+// Error names what is missing and the rule that grants it, on one line (it
+// ends up in a condition message).
+func (d *Denied) Error() string {
+	// "list, get, patch widgets.example.com and patch widgets.example.com/status"
+	var order []string
+	verbs := map[string][]string{}
+	for _, m := range d.Missing {
+		what := describe(m)
+		if _, seen := verbs[what]; !seen {
+			order = append(order, what)
+		}
+		verbs[what] = append(verbs[what], m.Verb)
+	}
+	missing := make([]string, 0, len(order))
+	for _, what := range order {
+		missing = append(missing, strings.Join(verbs[what], ", ")+" "+what)
+	}
+	return fmt.Sprintf("not allowed to %s; add the rule %s to a ClusterRole labelled %s: \"true\" "+
+		"(with the Helm chart: --set rbac.migrateGroups={%s}); nothing was changed",
+		strings.Join(missing, " and "), d.Rule(), AggregationLabel, d.Resource.Group)
+}
+
+// Rule is the RBAC rule that grants a migration of the denied resource's
+// group, in the flow style of a ClusterRole's rules, ready to paste: get,
+// list and patch on every resource of the group ("*" covers /status too).
+func (d *Denied) Rule() string {
+	return RuleFor(d.Resource.Group)
+}
+
+// RuleFor is the rule that lets the operator migrate every resource of
+// group, as one YAML flow-style line.
+func RuleFor(group string) string {
+	return fmt.Sprintf(`{apiGroups: ["%s"], resources: ["*"], verbs: ["get", "list", "patch"]}`, group)
+}
+
+// Status makes Denied an APIStatus with reason Forbidden.
+func (d *Denied) Status() metav1.Status {
+	return metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: d.Error(),
+	}
+}
+
+func describe(a authorizationv1.ResourceAttributes) string {
+	name := a.Resource
+	if a.Group != "" {
+		name += "." + a.Group
+	}
+	if a.Subresource != "" {
+		name += "/" + a.Subresource
+	}
+	return name
+}

@@ -1,0 +1,297 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package chart_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+
+	"github.com/graduator/graduator/access"
+	"github.com/graduator/graduator/test/chart"
+)
+
+const (
+	release   = "graduator"
+	namespace = "graduator-system"
+)
+
+// render renders the chart or skips the test when helm is not built.
+func render(t *testing.T, set ...string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := chart.Template(release, namespace, set...)
+	if errors.Is(err, chart.ErrNoHelm) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func convert[T any](t *testing.T, obj *unstructured.Unstructured) *T {
+	t.Helper()
+	if obj == nil {
+		t.Fatalf("the chart does not render the %T", new(T))
+	}
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func readYAML[T any](t *testing.T, path ...string) *T {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(append([]string{chart.Root()}, path...)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := new(T)
+	if err := yaml.Unmarshal(data, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestTheChartInstallsTheGeneratedCRD(t *testing.T) {
+	generated, err := os.ReadFile(filepath.Join(chart.Root(), "config", "crd", "bases", "graduator.io_crdversionpolicies.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inChart, err := os.ReadFile(filepath.Join(chart.Dir(), "crds", "graduator.io_crdversionpolicies.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(generated, inChart) {
+		t.Error("charts/graduator/crds/ differs from config/crd/bases/: run `make manifests` (it copies the CRD into the chart)")
+	}
+}
+
+func TestHelmLintIsClean(t *testing.T) {
+	for _, set := range [][]string{
+		nil,
+		{"replicas=2", "rbac.migrateGroups={example.com}", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"},
+		{"rbac.allGroups=true"},
+	} {
+		args := []string{"lint", "--strict", chart.Dir()}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		out, err := chart.Run(args...)
+		if errors.Is(err, chart.ErrNoHelm) {
+			t.Skip(err)
+		}
+		if err != nil || strings.Contains(string(out), "[WARNING]") || strings.Contains(string(out), "[ERROR]") {
+			t.Errorf("helm lint with %v: %v\n%s", set, err, out)
+		}
+	}
+}
+
+// The chart's base ClusterRole is what the code's markers generate into
+// config/rbac/role.yaml: one RBAC model for kustomize and Helm.
+func TestTheBaseClusterRoleIsTheGeneratedOne(t *testing.T) {
+	objs := render(t)
+	got := convert[rbacv1.ClusterRole](t, chart.Find(objs, "ClusterRole", release+"-manager"))
+	want := readYAML[rbacv1.ClusterRole](t, "config", "rbac", "role.yaml")
+	if diff := cmp.Diff(want.Rules, got.Rules); diff != "" {
+		t.Errorf("the chart's base ClusterRole differs from config/rbac/role.yaml (-generated +chart):\n%s", diff)
+	}
+	// The lease Role and the aggregation are the same in config/rbac.
+	lease := convert[rbacv1.Role](t, chart.Find(objs, "Role", release+"-leader-election"))
+	if lease.Namespace != namespace {
+		t.Errorf("the lease Role is in namespace %q, want %q", lease.Namespace, namespace)
+	}
+	if diff := cmp.Diff(readYAML[rbacv1.Role](t, "config", "rbac", "leader_election_role.yaml").Rules, lease.Rules); diff != "" {
+		t.Errorf("the lease Role differs from config/rbac/leader_election_role.yaml (-kustomize +chart):\n%s", diff)
+	}
+	migrate := convert[rbacv1.ClusterRole](t, chart.Find(objs, "ClusterRole", release+"-migrate"))
+	if diff := cmp.Diff(readYAML[rbacv1.ClusterRole](t, "config", "rbac", "migrate_role.yaml").AggregationRule, migrate.AggregationRule); diff != "" {
+		t.Errorf("the migrate ClusterRole's aggregation differs from config/rbac/migrate_role.yaml (-kustomize +chart):\n%s", diff)
+	}
+	example := readYAML[rbacv1.ClusterRole](t, "config", "rbac", "migrate_group_example.yaml")
+	if example.Labels[access.AggregationLabel] != "true" || len(example.Rules) != 1 || example.Rules[0].APIGroups[0] != "example.com" {
+		t.Errorf("config/rbac/migrate_group_example.yaml is not a labelled one-group rule: %+v", example)
+	}
+}
+
+// grants returns the rules of every ClusterRole and Role the chart renders
+// that the ServiceAccount ends up with: bound roles, and labelled roles
+// aggregated into the migrate role.
+func grants(t *testing.T, objs []*unstructured.Unstructured) (migrate []rbacv1.PolicyRule, all []rbacv1.PolicyRule) {
+	t.Helper()
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRole":
+			role := convert[rbacv1.ClusterRole](t, o)
+			if role.Labels[access.AggregationLabel] == "true" {
+				migrate = append(migrate, role.Rules...)
+			}
+			all = append(all, role.Rules...)
+		case "Role":
+			all = append(all, convert[rbacv1.Role](t, o).Rules...)
+		}
+	}
+	return migrate, all
+}
+
+func reaches(rule rbacv1.PolicyRule, group, resource string) bool {
+	return (slices.Contains(rule.APIGroups, group) || slices.Contains(rule.APIGroups, "*")) &&
+		(slices.Contains(rule.Resources, resource) || slices.Contains(rule.Resources, "*"))
+}
+
+func TestRBACScope(t *testing.T) {
+	rule := func(group string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch"}}
+	}
+	for _, tc := range []struct {
+		name         string
+		set          []string
+		wantMigrate  []rbacv1.PolicyRule
+		secretsReach bool
+	}{
+		{"by default nothing can be migrated", nil, nil, false},
+		{"each granted group gets get, list, patch on every resource",
+			[]string{"rbac.migrateGroups={a.example.com,b.example.com}"}, []rbacv1.PolicyRule{rule("a.example.com"), rule("b.example.com")}, false},
+		{"allGroups is every group, Secrets included: an explicit opt-in",
+			[]string{"rbac.allGroups=true"}, []rbacv1.PolicyRule{rule("*")}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, tc.set...)
+			migrate, all := grants(t, objs)
+			if diff := cmp.Diff(tc.wantMigrate, migrate); diff != "" {
+				t.Errorf("migration rules (-want +got):\n%s", diff)
+			}
+			secrets := slices.ContainsFunc(all, func(r rbacv1.PolicyRule) bool { return reaches(r, "", "secrets") })
+			if secrets != tc.secretsReach {
+				t.Errorf("a rule reaches core Secrets: %v, want %v", secrets, tc.secretsReach)
+			}
+			for _, r := range all {
+				if slices.Contains(r.Verbs, "update") && !slices.Equal(r.Resources, []string{"leases"}) {
+					t.Errorf("rule %+v grants update, which nothing but the lease uses", r)
+				}
+			}
+			for _, o := range objs {
+				if o.GetKind() == "ClusterRole" && strings.Contains(toYAML(t, o), "leases") {
+					t.Errorf("ClusterRole %s grants leases cluster-wide; they belong in the namespaced Role", o.GetName())
+				}
+			}
+		})
+	}
+}
+
+func toYAML(t *testing.T, o *unstructured.Unstructured) string {
+	data, err := yaml.Marshal(o.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func TestTheChartRefusesGroupsThatHoldNoCRD(t *testing.T) {
+	for _, group := range []string{`""`, "apps", "*.example.com"} {
+		_, err := chart.Template(release, namespace, "rbac.migrateGroups={"+group+"}")
+		if errors.Is(err, chart.ErrNoHelm) {
+			t.Skip(err)
+		}
+		if err == nil || !strings.Contains(err.Error(), "is not the group of a CRD") {
+			t.Errorf("rbac.migrateGroups={%s}: %v, want a refusal", group, err)
+		}
+	}
+}
+
+func TestTheDeployment(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		set         []string
+		leaderElect bool
+	}{
+		{"one replica runs without leader election", nil, false},
+		{"two replicas elect a leader in the release's namespace", []string{"replicas=2"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := append([]string{"nodeSelector.pool=system", "tolerations[0].key=dedicated", "tolerations[0].operator=Exists",
+				"metrics.port=9090", "image.repository=registry.example.com/graduator"}, tc.set...)
+			d := convert[appsv1.Deployment](t, chart.Find(render(t, set...), "Deployment", release))
+			pod := d.Spec.Template.Spec
+			c := pod.Containers[0]
+			if c.Image != "registry.example.com/graduator:0.1.0" {
+				t.Errorf("image %q: want the repository at the chart's appVersion", c.Image)
+			}
+			hasLeader := slices.Contains(c.Args, "--leader-elect") && slices.Contains(c.Args, "--leader-election-namespace="+namespace)
+			if hasLeader != tc.leaderElect {
+				t.Errorf("args %v: leader election %v, want %v", c.Args, hasLeader, tc.leaderElect)
+			}
+			if !slices.Contains(c.Args, "--metrics-bind-address=:9090") || c.Ports[0].ContainerPort != 9090 {
+				t.Errorf("the metrics port is not 9090: args %v, ports %v", c.Args, c.Ports)
+			}
+			psc, sc := pod.SecurityContext, c.SecurityContext
+			switch {
+			case psc == nil || sc == nil:
+				t.Fatal("no security context")
+			case psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot, psc.RunAsUser == nil || *psc.RunAsUser != 65532,
+				psc.SeccompProfile == nil || psc.SeccompProfile.Type != "RuntimeDefault":
+				t.Errorf("pod security context %+v: want non-root 65532 and seccomp RuntimeDefault", psc)
+			case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem, sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation,
+				sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}):
+				t.Errorf("container security context %+v: want a read-only root, no privilege escalation, drop ALL", sc)
+			}
+			if pod.NodeSelector["pool"] != "system" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "dedicated" {
+				t.Errorf("nodeSelector %v, tolerations %v: not passed through", pod.NodeSelector, pod.Tolerations)
+			}
+			if pod.ServiceAccountName != release {
+				t.Errorf("serviceAccountName %q, want %q", pod.ServiceAccountName, release)
+			}
+		})
+	}
+}
+
+func TestMonitoringIsOffByDefault(t *testing.T) {
+	objs := render(t)
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		if chart.Find(objs, kind, release) != nil {
+			t.Errorf("a %s is rendered by default", kind)
+		}
+	}
+	objs = render(t, "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true")
+	sm := chart.Find(objs, "ServiceMonitor", release)
+	if sm == nil || !strings.Contains(toYAML(t, sm), "port: metrics") {
+		t.Errorf("no ServiceMonitor scraping the metrics port when enabled")
+	}
+	rule := chart.Find(objs, "PrometheusRule", release)
+	if rule == nil {
+		t.Fatal("no PrometheusRule when enabled")
+	}
+	text := toYAML(t, rule)
+	for _, want := range []string{"alert: GraduatorStaleStoredVersions", "graduator_crd_stale_stored_versions", "{{ $labels.crd }}"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the PrometheusRule does not contain %q:\n%s", want, text)
+		}
+	}
+}
