@@ -65,6 +65,8 @@ type migrateOptions struct {
 	output string
 	quiet  bool
 	verify bool
+	// writeTo is --write-to: Object or Status.
+	writeTo string
 
 	crdName string
 	client  client.Client
@@ -112,6 +114,8 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 	cmd.Flags().BoolVar(&o.prune, "prune", false, "Prune status.storedVersions to the storage version after a complete run without failures.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json prints the final counts (and a JSON object a page on stderr).")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "Print nothing until the summary.")
+	cmd.Flags().StringVar(&o.writeTo, "write-to", string(migration.WriteToObject),
+		"Where the no-op writes go: Object, or Status (the /status subresource) for CRDs whose admission webhooks reject no-op writes to the object.")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "Snapshot every object before the run and compare after it; do not prune when one differs.")
 	return cmd
 }
@@ -127,6 +131,23 @@ func (o *migrateOptions) Validate() error {
 		return fmt.Errorf("--page-size must be at least 1, got %d", o.engine.PageSize)
 	case o.qps < 0:
 		return fmt.Errorf("--qps cannot be negative, got %g", o.qps)
+	case o.writeTo != string(migration.WriteToObject) && o.writeTo != string(migration.WriteToStatus):
+		return fmt.Errorf("--write-to must be %s or %s, got %q", migration.WriteToObject, migration.WriteToStatus, o.writeTo)
+	}
+	return nil
+}
+
+// checkWriteTarget refuses writes to /status of a version without a status
+// subresource: every one would answer 404 and no object would be rewritten.
+func checkWriteTarget(crd *apiextensionsv1.CustomResourceDefinition, version string, writeTo migration.WriteTarget) error {
+	if writeTo != migration.WriteToStatus {
+		return nil
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version && (v.Subresources == nil || v.Subresources.Status == nil) {
+			return fmt.Errorf("--write-to Status, but version %s of %s has no status subresource, so no object could be "+
+				"rewritten; use --write-to Object or enable subresources.status on %s; nothing was written", version, crd.Name, version)
+		}
 	}
 	return nil
 }
@@ -153,6 +174,7 @@ func (o *migrateOptions) Complete(ctx context.Context, crdName string) error {
 	}
 	o.engine.Config = cfg
 	o.engine.QPS = float32(o.qps)
+	o.engine.WriteTo = migration.WriteTarget(o.writeTo)
 	return nil
 }
 
@@ -161,6 +183,9 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	storage := graduation.StorageVersion(&o.crd)
 	opts := o.engine
 	opts.Resource = resourceAt(&o.crd, storage)
+	if err := checkWriteTarget(&o.crd, storage, opts.WriteTo); err != nil {
+		return fmt.Errorf("migrate %s: %w", o.crdName, err)
+	}
 	// Before anything is read or written: may we? The same advice as the
 	// operator's Forbidden condition.
 	if err := access.CheckConfig(ctx, opts.Config, opts.Resource, opts.WriteTo); err != nil {

@@ -30,6 +30,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
@@ -159,6 +160,47 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 		var crd apiextensionsv1.CustomResourceDefinition
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
 		Expect(crd.Status.StoredVersions).To(ConsistOf("v1", "v2"))
+	})
+
+	It("--write-to Status rewrites objects whose every update admission denies, and prunes", func(ctx SpecContext) {
+		const n = 30
+		f := newFixture(ctx, n)
+		for i := range n {
+			ns, name := key(i)
+			_, err := dyn.Resource(f.v1).Namespace(ns).Patch(ctx, name, types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"frozen":"true"}}}`), metav1.PatchOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		// Updates of the objects are denied, updates of their /status are not.
+		denyUpdatesOfFrozen(ctx, f, 0)
+		f.switchStorage(ctx)
+
+		session := run("migrate", f.crd.Name, "--write-to", "Status", "--prune")
+		Expect(session.ExitCode()).To(BeZero(), string(session.Err.Contents()))
+		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v2": n}), "etcd holds every object as v2")
+		var crd apiextensionsv1.CustomResourceDefinition
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
+		Expect(crd.Status.StoredVersions).To(Equal([]string{"v2"}))
+	})
+
+	It("--write-to Status on a version without a status subresource exits 1, says why, and writes nothing", func(ctx SpecContext) {
+		f := newFixture(ctx, 20)
+		var crd apiextensionsv1.CustomResourceDefinition
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
+		for i := range crd.Spec.Versions {
+			crd.Spec.Versions[i].Subresources = nil
+		}
+		Expect(k8sClient.Update(ctx, &crd)).To(Succeed())
+		f.switchStorage(ctx)
+
+		session := run("migrate", f.crd.Name, "--write-to", "Status", "--prune")
+		Expect(session.ExitCode()).To(Equal(1))
+		Expect(string(session.Err.Contents())).To(ContainSubstring("version v2 of " + f.crd.Name + " has no status subresource"))
+		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v1": 20}), "no object was rewritten")
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
+		Expect(crd.Status.StoredVersions).To(ConsistOf("v1", "v2"))
+
+		Expect(run("migrate", f.crd.Name, "--write-to", "status").ExitCode()).To(Equal(1), "an unknown target is refused")
 	})
 
 	It("explains a CRD that does not exist", func() {

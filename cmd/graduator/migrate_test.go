@@ -1,0 +1,56 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+
+package main
+
+import (
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/graduator/graduator/migration"
+)
+
+func TestWritesToStatusNeedAStatusSubresource(t *testing.T) {
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+			{Name: "v1"},
+			{Name: "v2", Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}},
+		}},
+	}
+	for _, tc := range []struct {
+		version string
+		writeTo migration.WriteTarget
+		refused bool
+	}{
+		{"v1", migration.WriteToObject, false},
+		{"v1", migration.WriteToStatus, true},
+		{"v2", migration.WriteToStatus, false},
+		{"v2", migration.WriteToObject, false},
+	} {
+		err := checkWriteTarget(crd, tc.version, tc.writeTo)
+		if refused := err != nil; refused != tc.refused {
+			t.Errorf("%s with --write-to %s: refused %v, want %v (%v)", tc.version, tc.writeTo, refused, tc.refused, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "version v1 of widgets.example.com has no status subresource") {
+			t.Errorf("the refusal does not say why: %v", err)
+		}
+	}
+}
