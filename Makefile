@@ -135,7 +135,7 @@ $(HELM):
 chart-lint: helm ## helm lint the chart, plain and with every option on.
 	$(HELM) lint --strict charts/graduator
 	$(HELM) lint --strict charts/graduator --set replicas=2 --set 'rbac.migrateGroups={example.com}' \
-		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true
+		--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set dashboards.enabled=true
 
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 DIST := $(CURDIR)/dist

@@ -19,7 +19,11 @@ package controllers
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/migration"
 )
 
 // Prometheus metrics, on controller-runtime's registry so the manager's
@@ -58,6 +62,16 @@ var (
 		Name: "graduator_migrations_running",
 		Help: "Storage migrations running now, across every policy (at most --max-concurrent-graduations).",
 	})
+	migrationProgress = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "graduator_migration_progress_ratio",
+		Help: "How far the running or last migration of a CRD got: objects done (rewritten, skipped or failed) " +
+			"over objects listed plus the API server's estimate of those not listed yet; 1 when complete.",
+	}, []string{"crd"})
+	policyStalled = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "graduator_policy_stalled",
+		Help: "1 while a policy's graduation does not move on: a step fails and is retried, or the policy is " +
+			"Blocked; the reason label is the Ready condition's reason (see README, Stalls).",
+	}, []string{"crd", "reason"})
 	stepErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "graduator_step_errors_total",
 		Help: "Failed attempts of a graduation step, by step and by the reason set on the policy's Ready condition.",
@@ -66,13 +80,41 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(objectsRewritten, objectsSkipped, objectsFailed, migrationDuration,
-		staleStoredVersions, policyPhase, stepErrors, migrationWriters, migrationsRunning)
+		staleStoredVersions, policyPhase, stepErrors, migrationWriters, migrationsRunning, migrationProgress,
+		policyStalled)
 }
 
 // forgetPolicy drops the series of a deleted policy, so that a dashboard
 // does not show it in its last phase forever.
 func forgetPolicy(crd string) {
 	policyPhase.DeletePartialMatch(prometheus.Labels{"crd": crd})
+	policyStalled.DeletePartialMatch(prometheus.Labels{"crd": crd})
+}
+
+// observePolicy sets the gauges that follow a policy's status: whether it is
+// stalled, and why. Called with every status written, so the gauge says what
+// `kubectl get` says.
+func observePolicy(policy *graduatorv1alpha1.CRDVersionPolicy) {
+	policyStalled.DeletePartialMatch(prometheus.Labels{"crd": policy.Name})
+	if policy.Status.Retries == 0 && policy.Status.Phase != graduatorv1alpha1.PhaseBlocked {
+		return
+	}
+	reason := "Unknown"
+	if ready := meta.FindStatusCondition(policy.Status.Conditions, graduatorv1alpha1.ConditionReady); ready != nil {
+		reason = ready.Reason
+	}
+	policyStalled.WithLabelValues(policy.Name, reason).Set(1)
+}
+
+// observeProgress sets the progress gauge of a CRD's migration.
+func observeProgress(crd string, p migration.Progress) {
+	done := float64(p.Rewritten + p.Skipped + p.Failed)
+	total := float64(p.Listed + max(p.Remaining, 0))
+	if total == 0 {
+		migrationProgress.WithLabelValues(crd).Set(0)
+		return
+	}
+	migrationProgress.WithLabelValues(crd).Set(min(done/total, 1))
 }
 
 // MigrationsRunning returns how many storage migrations run now.

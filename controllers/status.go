@@ -55,5 +55,6 @@ func (w *statusWriter) write(ctx context.Context) error {
 		return fmt.Errorf("write status of policy %s: %w", w.policy.Name, err)
 	}
 	w.written = patched
+	observePolicy(patched)
 	return nil
 }

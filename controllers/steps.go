@@ -252,6 +252,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 		OnProgress: func(p migration.Progress) {
 			r.countProgress(crd.Name, &counted, p)
 			migrationWriters.WithLabelValues(crd.Name).Set(float64(p.Writers))
+			observeProgress(crd.Name, p)
 			recordProgress(run, p)
 			r.recovered(policy, crd, step) // a page went through: the run moves again
 			// Conditions follow the run as it goes: objects rejected so far
@@ -268,6 +269,9 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	result, err := migration.Run(runCtx, r.Dynamic, opts)
 	r.countProgress(crd.Name, &counted, result.Progress)
 	recordProgress(run, result.Progress)
+	if result.Complete {
+		migrationProgress.WithLabelValues(crd.Name).Set(1)
+	}
 	if why := context.Cause(runCtx); errors.Is(why, errCRDChanged) || errors.Is(why, errPolicyChanged) {
 		// The CRD or the policy changed: the next plan decides what follows.
 		logger.Info("migration interrupted", "reason", why.Error())
@@ -363,15 +367,11 @@ func recordProgress(run *graduatorv1alpha1.MigrationStatus, p migration.Progress
 
 // countProgress adds to the metrics what p shows beyond what was counted.
 func (r *CRDVersionPolicyReconciler) countProgress(crd string, counted *migration.Progress, p migration.Progress) {
-	if d := p.Rewritten - counted.Rewritten; d > 0 {
-		objectsRewritten.WithLabelValues(crd).Add(float64(d))
-	}
-	if d := p.Skipped - counted.Skipped; d > 0 {
-		objectsSkipped.WithLabelValues(crd).Add(float64(d))
-	}
-	if d := p.Failed - counted.Failed; d > 0 {
-		objectsFailed.WithLabelValues(crd).Add(float64(d))
-	}
+	// Adding 0 still creates the series: a counter that exists from the first
+	// page on reads 0 in rate() and in alerts instead of being absent.
+	objectsRewritten.WithLabelValues(crd).Add(float64(max(p.Rewritten-counted.Rewritten, 0)))
+	objectsSkipped.WithLabelValues(crd).Add(float64(max(p.Skipped-counted.Skipped, 0)))
+	objectsFailed.WithLabelValues(crd).Add(float64(max(p.Failed-counted.Failed, 0)))
 	counted.Rewritten, counted.Skipped, counted.Failed = max(counted.Rewritten, p.Rewritten),
 		max(counted.Skipped, p.Skipped), max(counted.Failed, p.Failed)
 }

@@ -29,6 +29,7 @@ import (
 	v1 "github.com/graduator/graduator/conversion/v1"
 	"github.com/graduator/graduator/conversion/v1alpha1"
 	"github.com/graduator/graduator/conversion/v1beta1"
+	"github.com/graduator/graduator/internal/serving"
 )
 
 // ConvertPath is where the API server sends ConversionReviews.
@@ -53,6 +54,10 @@ type Options struct {
 	// CertDir holds tls.crt and tls.key, watched for changes, so that a
 	// rotated certificate (cert-manager) is served without a restart.
 	CertDir string
+	// EnableHTTP2 lets the API server (or anyone) negotiate HTTP/2; off by
+	// default (serving.TLSOptions says why). The API server's conversion
+	// requests work over HTTP/1.1.
+	EnableHTTP2 bool
 }
 
 // NewConversionServer returns a webhook server that converts Pizzas at
@@ -66,7 +71,9 @@ func NewConversionServer(opts Options) (webhook.Server, error) {
 	if port == 0 {
 		port = 9443
 	}
-	server := webhook.NewServer(webhook.Options{Host: opts.Host, Port: port, CertDir: opts.CertDir})
+	server := webhook.NewServer(webhook.Options{
+		Host: opts.Host, Port: port, CertDir: opts.CertDir, TLSOpts: serving.TLSOptions(opts.EnableHTTP2),
+	})
 	server.Register(ConvertPath, conversion.NewWebhookHandler(scheme, conversion.NewRegistry()))
 	return server, nil
 }

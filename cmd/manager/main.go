@@ -28,10 +28,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/controllers"
+	"github.com/graduator/graduator/internal/serving"
 )
 
 // The manager itself needs events to report what it does; each controller
@@ -42,19 +42,23 @@ import (
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// The secure metrics endpoint asks the API server who a scraper is and whether
+// it may get /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 func main() {
+	metricsOpts := serving.DefaultMetrics()
 	var (
-		metricsAddr string
 		probeAddr   string
 		leaderElect bool
 		leaderNS    string
 		workers     int
 		pprofAddr   string
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080",
-		"The address the Prometheus metrics endpoint binds to; \"0\" disables it.")
+	metricsOpts.BindFlags(flag.CommandLine)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081",
-		"The address the health (/healthz) and readiness (/readyz) probes bind to.")
+		"The address the health (/healthz) and readiness (/readyz) probes bind to (plain HTTP).")
 	flag.BoolVar(&leaderElect, "leader-elect", false,
 		"Elect a leader before reconciling, so that only one replica migrates at a time.")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "",
@@ -78,7 +82,7 @@ func main() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controllers.CacheOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metricsOpts.ServerOptions(),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,

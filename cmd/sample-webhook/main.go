@@ -37,19 +37,23 @@ func main() {
 		certDir   string
 		port      int
 		probeAddr string
+		http2     bool
 	)
 	flag.StringVar(&certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs",
 		"Directory with tls.crt and tls.key; reloaded when the files change.")
 	flag.IntVar(&port, "port", 9443, "Port the webhook listens on (TLS).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081",
 		"Address of the /healthz and /readyz endpoints (plain HTTP).")
+	flag.BoolVar(&http2, "enable-http2", false,
+		"Let clients negotiate HTTP/2. Off by default because of the HTTP/2 rapid-reset and stream-cancellation "+
+			"vulnerabilities; the API server converts over HTTP/1.1.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("sample-webhook")
 
-	server, err := webhooks.NewConversionServer(webhooks.Options{Port: port, CertDir: certDir})
+	server, err := webhooks.NewConversionServer(webhooks.Options{Port: port, CertDir: certDir, EnableHTTP2: http2})
 	if err != nil {
 		log.Error(err, "unable to create the webhook server")
 		os.Exit(1)

@@ -18,6 +18,7 @@ package chart_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -97,8 +98,10 @@ func TestTheChartInstallsTheGeneratedCRD(t *testing.T) {
 func TestHelmLintIsClean(t *testing.T) {
 	for _, set := range [][]string{
 		nil,
-		{"replicas=2", "rbac.migrateGroups={example.com}", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true"},
-		{"rbac.allGroups=true"},
+		{"replicas=2", "rbac.migrateGroups={example.com}", "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true",
+			"dashboards.enabled=true", "metrics.certSecret=metrics-tls", "metrics.readers[0].kind=ServiceAccount",
+			"metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring", "enableHTTP2=true"},
+		{"rbac.allGroups=true", "metrics.secure=false", "metrics.port=8080", "metrics.serviceMonitor.enabled=true"},
 	} {
 		args := []string{"lint", "--strict", chart.Dir()}
 		for _, s := range set {
@@ -279,6 +282,9 @@ func TestMonitoringIsOffByDefault(t *testing.T) {
 			t.Errorf("a %s is rendered by default", kind)
 		}
 	}
+	if chart.Find(objs, "ConfigMap", release+"-dashboard") != nil {
+		t.Errorf("the dashboard ConfigMap is rendered by default")
+	}
 	objs = render(t, "metrics.serviceMonitor.enabled=true", "metrics.prometheusRule.enabled=true")
 	sm := chart.Find(objs, "ServiceMonitor", release)
 	if sm == nil || !strings.Contains(toYAML(t, sm), "port: metrics") {
@@ -293,5 +299,84 @@ func TestMonitoringIsOffByDefault(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("the PrometheusRule does not contain %q:\n%s", want, text)
 		}
+	}
+}
+
+// Metrics are HTTPS behind TokenReview and SubjectAccessReview by default; the
+// ServiceMonitor scrapes them as the Prometheus Operator can, and who may
+// read them is a ClusterRole to bind.
+func TestMetricsAreSecureByDefault(t *testing.T) {
+	objs := render(t, "metrics.serviceMonitor.enabled=true", "metrics.readers[0].kind=ServiceAccount",
+		"metrics.readers[0].name=prometheus-k8s", "metrics.readers[0].namespace=monitoring")
+	c := convert[appsv1.Deployment](t, chart.Find(objs, "Deployment", release)).Spec.Template.Spec.Containers[0]
+	for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %v lack %s", c.Args, want)
+		}
+	}
+	if slices.Contains(c.Args, "--enable-http2") {
+		t.Errorf("args %v turn HTTP/2 on by default", c.Args)
+	}
+	if c.LivenessProbe.HTTPGet.Scheme == corev1.URISchemeHTTPS || c.LivenessProbe.HTTPGet.Port.StrVal != "probes" {
+		t.Errorf("the health probes left plain HTTP on their own port: %+v", c.LivenessProbe.HTTPGet)
+	}
+	sm := toYAML(t, chart.Find(objs, "ServiceMonitor", release))
+	for _, want := range []string{"scheme: https", "bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token",
+		"insecureSkipVerify: true"} {
+		if !strings.Contains(sm, want) {
+			t.Errorf("the ServiceMonitor lacks %q:\n%s", want, sm)
+		}
+	}
+	reader := convert[rbacv1.ClusterRole](t, chart.Find(objs, "ClusterRole", release+"-metrics-reader"))
+	if want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}; !cmp.Equal(want, reader.Rules) {
+		t.Errorf("metrics-reader rules %+v, want %+v", reader.Rules, want)
+	}
+	binding := convert[rbacv1.ClusterRoleBinding](t, chart.Find(objs, "ClusterRoleBinding", release+"-metrics-reader"))
+	if len(binding.Subjects) != 1 || binding.Subjects[0].Name != "prometheus-k8s" || binding.RoleRef.Name != release+"-metrics-reader" {
+		t.Errorf("metrics.readers not bound: %+v", binding)
+	}
+	base := convert[rbacv1.ClusterRole](t, chart.Find(objs, "ClusterRole", release+"-manager"))
+	for _, want := range []string{"tokenreviews", "subjectaccessreviews"} {
+		if !slices.ContainsFunc(base.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.Resources, want) && slices.Contains(r.Verbs, "create")
+		}) {
+			t.Errorf("the manager may not create %s, which the secure endpoint needs", want)
+		}
+	}
+
+	plain := render(t, "metrics.secure=false", "metrics.port=8080", "metrics.serviceMonitor.enabled=true", "enableHTTP2=true")
+	args := convert[appsv1.Deployment](t, chart.Find(plain, "Deployment", release)).Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--metrics-secure=false") || !slices.Contains(args, "--enable-http2") {
+		t.Errorf("metrics.secure=false, enableHTTP2=true: args %v", args)
+	}
+	if sm := toYAML(t, chart.Find(plain, "ServiceMonitor", release)); !strings.Contains(sm, "scheme: http\n") ||
+		strings.Contains(sm, "bearerTokenFile") {
+		t.Errorf("metrics.secure=false: the ServiceMonitor should scrape plain HTTP:\n%s", sm)
+	}
+}
+
+func TestTheDashboardShipsAsAConfigMapForGrafanasSidecar(t *testing.T) {
+	objs := render(t, "dashboards.enabled=true", "dashboards.namespace=grafana")
+	cm := chart.Find(objs, "ConfigMap", release+"-dashboard")
+	if cm == nil {
+		t.Fatal("no dashboard ConfigMap with dashboards.enabled")
+	}
+	if cm.GetNamespace() != "grafana" || cm.GetLabels()["grafana_dashboard"] != "1" {
+		t.Errorf("the ConfigMap is in %q with labels %v: want grafana and grafana_dashboard=1", cm.GetNamespace(), cm.GetLabels())
+	}
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "graduator.json")
+	file, err := os.ReadFile(filepath.Join(chart.Dir(), "dashboards", "graduator.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(data) != strings.TrimSpace(string(file)) {
+		t.Errorf("the ConfigMap's dashboard differs from dashboards/graduator.json")
+	}
+	var dash struct {
+		UID    string           `json:"uid"`
+		Panels []map[string]any `json:"panels"`
+	}
+	if err := json.Unmarshal(file, &dash); err != nil || dash.UID == "" || len(dash.Panels) < 8 {
+		t.Errorf("dashboards/graduator.json: %v, uid %q, %d panels", err, dash.UID, len(dash.Panels))
 	}
 }

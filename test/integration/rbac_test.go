@@ -191,7 +191,7 @@ var _ = Describe("The Helm chart's RBAC, with the manager running as its Service
 			before := crdNow(ctx, otherCRD.Name)
 
 			By("running the built manager binary as the ServiceAccount, with the Deployment's arguments")
-			stop := startManagerAs(managerBinary, impersonating(admin, user), containerArgs(deployment))
+			stop, _ := startManagerAs(managerBinary, impersonating(admin, user), containerArgs(deployment))
 			DeferCleanup(stop)
 
 			graduates(ctx, grantedCRD)
@@ -296,11 +296,13 @@ func containerArgs(deployment *unstructured.Unstructured) []string {
 }
 
 // startManagerAs runs the manager binary with the kubeconfig and args and
-// returns what stops it: SIGTERM, then SIGKILL after 20 s.
-func startManagerAs(binary, kubeconfig string, args []string) func() {
+// returns what stops it (SIGTERM, then SIGKILL after 20 s) and the address of
+// its metrics endpoint.
+func startManagerAs(binary, kubeconfig string, args []string) (stop func(), metricsAddr string) {
 	GinkgoHelper()
+	metricsAddr = freeLocalAddr()
 	args = append(args, "--kubeconfig", kubeconfig,
-		"--metrics-bind-address", freeLocalAddr(), "--health-probe-bind-address", freeLocalAddr())
+		"--metrics-bind-address", metricsAddr, "--health-probe-bind-address", freeLocalAddr())
 	session, err := gexec.Start(exec.Command(binary, args...), GinkgoWriter, GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	return func() {
@@ -309,7 +311,7 @@ func startManagerAs(binary, kubeconfig string, args []string) func() {
 			session.Kill()
 			waitExit(session, 5*time.Second)
 		}
-	}
+	}, metricsAddr
 }
 
 func waitExit(session *gexec.Session, timeout time.Duration) bool {
