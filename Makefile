@@ -66,11 +66,11 @@ lint: ## gofmt, go vet, and golangci-lint when it installs.
 ##@ Test
 
 .PHONY: envtest-assets
-envtest-assets: ## Put kube-apiserver and etcd into bin/k8s (downloads, or builds them from Go modules).
+envtest-assets: ## Put kube-apiserver, etcd and kube-controller-manager (Kubernetes 1.37) into bin/k8s (downloads, or builds them from Go modules).
 	@if [ "$(KUBEBUILDER_ASSETS)" != "$(ENVTEST_ASSETS_DIR)" ]; then \
 		echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) is set; using it"; \
 	else \
-		hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR); \
+		ENVTEST_CONTROLLER_MANAGER=true hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR); \
 	fi
 
 .PHONY: test

@@ -1,0 +1,97 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package storagemigration reads Kubernetes' in-tree storage version
+// migrations (storagemigration.k8s.io/v1 StorageVersionMigration, GA in 1.37,
+// run by kube-controller-manager) as they concern one CRD, so that Graduator
+// never migrates a resource the in-tree migrator is migrating.
+//
+// Facts it rests on (Kubernetes 1.37 source, pkg/controller/storageversionmigrator):
+// the in-tree migrator takes a StorageVersionMigration that has neither a
+// Succeeded nor a Failed condition as one to run; while it migrates a CRD's
+// resource it sets the CRD's StorageMigrating condition to True with the CRD's
+// generation, and after a successful run it prunes status.storedVersions only
+// when that condition still carries the CRD's current generation. A Failed
+// migration stays Failed: nothing retries it.
+package storagemigration
+
+import (
+	svmv1 "k8s.io/api/storagemigration/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ResourceOf returns the group resource an in-tree migration of the CRD names.
+func ResourceOf(crd *apiextensionsv1.CustomResourceDefinition) metav1.GroupResource {
+	return metav1.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural}
+}
+
+// Phase is where an in-tree migration stands.
+type Phase string
+
+const (
+	// Running: neither Succeeded nor Failed yet (queued or migrating).
+	Running Phase = "Running"
+	// Succeeded: every object was migrated.
+	Succeeded Phase = "Succeeded"
+	// Failed: the run stopped for good; only a new object runs it again.
+	Failed Phase = "Failed"
+)
+
+// PhaseOf returns the phase of one migration from its conditions.
+func PhaseOf(svm *svmv1.StorageVersionMigration) Phase {
+	switch {
+	case meta.IsStatusConditionTrue(svm.Status.Conditions, string(svmv1.MigrationSucceeded)):
+		return Succeeded
+	case meta.IsStatusConditionTrue(svm.Status.Conditions, string(svmv1.MigrationFailed)):
+		return Failed
+	default:
+		return Running
+	}
+}
+
+// RunningFor returns the migrations of the CRD's resource that are running,
+// oldest first as listed.
+func RunningFor(crd *apiextensionsv1.CustomResourceDefinition, svms []svmv1.StorageVersionMigration) []*svmv1.StorageVersionMigration {
+	resource := ResourceOf(crd)
+	var running []*svmv1.StorageVersionMigration
+	for i := range svms {
+		if svms[i].Spec.Resource == resource && PhaseOf(&svms[i]) == Running {
+			running = append(running, &svms[i])
+		}
+	}
+	return running
+}
+
+// CRDMigrating reports whether the CRD says an in-tree migration of its
+// current generation runs: StorageMigrating=True observed at its generation.
+func CRDMigrating(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	c := apihelpers.FindCRDCondition(crd, apiextensionsv1.StorageMigrating)
+	return c != nil && c.Status == apiextensionsv1.ConditionTrue && c.ObservedGeneration == crd.Generation
+}
+
+// Message says, for a condition, which in-tree migration Graduator waits for.
+func Message(crd *apiextensionsv1.CustomResourceDefinition, running []*svmv1.StorageVersionMigration) string {
+	if len(running) > 0 {
+		resource := ResourceOf(crd)
+		return "an in-tree StorageVersionMigration (" + running[0].Name + ") is migrating " + resource.String() +
+			"; Graduator starts no run of its own beside it and goes on when it has finished"
+	}
+	return "the CRD's StorageMigrating condition says an in-tree storage migration runs; Graduator starts no run " +
+		"of its own beside it and goes on when it has finished"
+}
