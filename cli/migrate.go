@@ -81,7 +81,7 @@ type MigrateOptions struct {
 // defaults, reading the kubeconfig through flags.
 func NewMigrateOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *MigrateOptions {
 	return &MigrateOptions{flags: flags, IOStreams: streams,
-		engine: migration.Options{Concurrency: migration.DefaultConcurrency, PageSize: migration.DefaultPageSize},
+		engine:  migration.Options{Concurrency: migration.DefaultConcurrency, PageSize: migration.DefaultPageSize},
 		writeTo: string(migration.WriteToObject)}
 }
 
