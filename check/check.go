@@ -26,6 +26,7 @@ import (
 	"slices"
 	"sort"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 )
@@ -321,12 +322,8 @@ func version(crd *apiextensionsv1.CustomResourceDefinition, name string) *apiext
 }
 
 func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
+	v, _ := apihelpers.GetCRDStorageVersion(crd) // none: ""
+	return v
 }
 
 func strategy(crd *apiextensionsv1.CustomResourceDefinition) apiextensionsv1.ConversionStrategyType {

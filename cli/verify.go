@@ -24,10 +24,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -165,7 +165,7 @@ func (o *VerifyOptions) prepare(ctx context.Context) error {
 	if version == "" {
 		version = graduation.StorageVersion(crd)
 	}
-	if !servedVersion(crd, version) {
+	if !apihelpers.HasServedCRDVersion(crd, version) {
 		return fmt.Errorf("%s does not serve version %s (served: %s)", o.crdName, version, strings.Join(servedVersions(crd), ", "))
 	}
 	o.resource = resourceAt(crd, version)
@@ -319,10 +319,6 @@ func servedVersions(crd *apiextensionsv1.CustomResourceDefinition) []string {
 		}
 	}
 	return served
-}
-
-func servedVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
-	return slices.Contains(servedVersions(crd), version)
 }
 
 // versionSnapshot is a snapshot file of `migrate --verify`.
