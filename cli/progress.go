@@ -329,7 +329,8 @@ func (r *progressReporter) update(p migration.Progress) {
 	case progressLines:
 		r.printLines(p)
 	case progressJSON:
-		_ = json.NewEncoder(r.w).Encode(progressRecordOf(r.name, p, r.figures(), r.now().Sub(r.start)))
+		// A record a page: the page's counts, which a resumed run keeps.
+		_ = json.NewEncoder(r.w).Encode(progressRecordOf(r.name, p, figuresOf(p, 0, r.lastRate), r.now().Sub(r.start)))
 	}
 }
 
