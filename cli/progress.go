@@ -276,7 +276,8 @@ type progressReporter struct {
 const redrawEvery = 250 * time.Millisecond
 
 func newProgressReporter(w io.Writer, crdName string, mode progressMode) *progressReporter {
-	r := &progressReporter{w: w, mode: mode, name: crdName, now: time.Now, stop: make(chan struct{}), printed: -1}
+	r := &progressReporter{w: w, mode: mode, name: crdName, now: time.Now, stop: make(chan struct{}), printed: -1,
+		last: migration.Progress{Remaining: -1}} // no total before the first page
 	r.start = r.now()
 	if mode == progressBar {
 		r.wg.Add(1)

@@ -84,10 +84,9 @@ func TestTheBarShowsTotalPercentRateETAWritersAndFailures(t *testing.T) {
 // climbed between two pages (the rate sagged while the count stood still).
 func TestTheETANeverClimbsWhileTheRunMoves(t *testing.T) {
 	clock := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	r := &progressReporter{w: io.Discard, mode: progressQuiet, name: "w", start: clock, now: func() time.Time { return clock },
-		stop: make(chan struct{})}
+	r := newProgressReporter(io.Discard, "w", progressQuiet)
+	r.start, r.now = clock, func() time.Time { return clock }
 	const total, perSecond, pageSize = 3000, 100, 500
-	r.update(migration.Progress{Remaining: -1})
 	lastETA := time.Duration(-1)
 	for tick := 1; tick <= total/perSecond*4; tick++ {
 		clock = clock.Add(redrawEvery)
@@ -103,6 +102,9 @@ func TestTheETANeverClimbsWhileTheRunMoves(t *testing.T) {
 		f := r.figures()
 		r.mu.Unlock()
 		if f.ETA < 0 {
+			if f.Total >= 0 {
+				t.Fatalf("at %d the total is %d before the first page is done", f.Done, f.Total)
+			}
 			continue // until the first page gives the total
 		}
 		if lastETA >= 0 && f.ETA > lastETA {
