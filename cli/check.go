@@ -29,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
 
 	"github.com/graduator/graduator/check"
@@ -183,7 +184,7 @@ func (o *CheckOptions) Run() error {
 	var err error
 	switch o.output {
 	case "json":
-		err = report.WriteJSON(o.Out)
+		err = printJSON(o.Out, report, &printers.JSONPrinter{})
 	case "markdown":
 		err = report.WriteMarkdown(o.Out)
 	default:

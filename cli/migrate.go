@@ -96,9 +96,11 @@ etcd holds it in the CRD's current storage version. With --prune, and only when 
 object was rewritten, status.storedVersions is then set to the storage version, after
 which old versions can be removed from the CRD.
 
-On a terminal a progress bar shows the total (from the API server's remainingItemCount),
-percent, rate, ETA, writers in flight and failures; otherwise a line a page is printed
-(a JSON object a page with -o json), on stderr. --quiet prints only the summary.
+On a terminal a progress bar shows the objects done as they are written, the total (from
+the API server's remainingItemCount), percent, rate (over the last 10 s), ETA, writers in
+flight and failures. Otherwise a line is printed on stderr for each page of progress, one
+when the catch-up sweep of objects written during the run starts and one when it ends (a
+JSON object a page with -o json). --quiet prints only the summary.
 
 With --verify, every object is read at each served version before the run and compared
 after it (see graduator verify); storedVersions is not pruned when an object differs.
