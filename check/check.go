@@ -26,6 +26,7 @@ import (
 	"slices"
 	"sort"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 )
@@ -60,31 +61,35 @@ type Rule struct {
 	Default Enforcement
 	// Doc says what the rule catches and why it matters.
 	Doc string
+	// Check is the rule: a pure function over the old and the new CRD of one
+	// name, either nil when the CRD is added or removed. Its findings need
+	// not name the rule or its enforcement; Compare sets them.
+	Check func(old, n *apiextensionsv1.CustomResourceDefinition) []Finding
 }
 
 // The rules, by stable name. Config may change their enforcement.
 var Rules = []Rule{
-	{"crd-removed", Error, "a CRD is removed: the API server deletes every object of it"},
-	{"scope-changed", Error, "the scope changed between Namespaced and Cluster: existing objects become unreachable"},
-	{"stored-version-removed", Error, "a version still in status.storedVersions is removed: the API server refuses the CRD (only a live cluster knows storedVersions)"},
-	{"served-version-removed", Error, "a served version is removed: its clients break"},
-	{"storage-version-not-served-before", Error, "the storage version moved to a version the old CRD did not serve: objects written by old clients cannot be read back"},
-	{"conversion-strategy-changed", Warning, "the conversion strategy changed"},
-	{"lossy-conversion", Error, "versions have different schemas and conversion None: fields are dropped silently"},
-	{"storage-version-unserved", Error, "the storage version is not served"},
-	{"printer-column-removed", Warning, "a printer column is removed"},
-	{"property-removed", Error, "a property is removed: its data is pruned from stored objects"},
-	{"type-changed", Error, "a property's type changed: existing objects fail validation"},
-	{"required-added", Error, "a property became required: existing objects without it fail validation on their next write"},
-	{"enum-restricted", Error, "an enum value is removed, or an enum is added: existing values fail validation"},
-	{"default-changed", Warning, "a default is added, removed or changed: objects read or written later change meaning"},
-	{"bound-tightened", Error, "a minimum, maximum or length/items/properties bound is tightened: existing values fail validation"},
-	{"pattern-changed", Error, "a pattern is added or changed: existing values may fail validation"},
-	{"nullable-removed", Error, "nullable is removed: stored nulls fail validation"},
-	{"validation-rule-added", Warning, "an x-kubernetes-validations rule is added (ratcheting spares only unchanged fields)"},
-	{"list-type-changed", Error, "x-kubernetes-list-type or x-kubernetes-list-map-keys changed: server-side apply merges differently"},
-	{"preserve-unknown-fields-removed", Error, "x-kubernetes-preserve-unknown-fields is removed: unknown fields are pruned from stored objects"},
-	{"property-missing-in-served-version", Error, "a property exists in one served version and not in another, with conversion None: it is lost on a round trip"},
+	{"crd-removed", Error, "a CRD is removed: the API server deletes every object of it", crdRemoved},
+	{"scope-changed", Error, "the scope changed between Namespaced and Cluster: existing objects become unreachable", scopeChanged},
+	{"stored-version-removed", Error, "a version still in status.storedVersions is removed: the API server refuses the CRD (only a live cluster knows storedVersions)", storedVersionRemoved},
+	{"served-version-removed", Error, "a served version is removed: its clients break", servedVersionRemoved},
+	{"storage-version-not-served-before", Error, "the storage version moved to a version the old CRD did not serve: objects written by old clients cannot be read back", storageVersionNotServedBefore},
+	{"conversion-strategy-changed", Warning, "the conversion strategy changed", conversionStrategyChanged},
+	{"lossy-conversion", Error, "versions have different schemas and conversion None: fields are dropped silently", lossyConversion},
+	{"storage-version-unserved", Error, "the storage version is not served", storageVersionUnserved},
+	{"printer-column-removed", Warning, "a printer column is removed", printerColumnRemoved},
+	{"property-removed", Error, "a property is removed: its data is pruned from stored objects", schemaRule(propertyRemoved)},
+	{"type-changed", Error, "a property's type changed: existing objects fail validation", typeChanged},
+	{"required-added", Error, "a property became required: existing objects without it fail validation on their next write", schemaRule(requiredAdded)},
+	{"enum-restricted", Error, "an enum value is removed, or an enum is added: existing values fail validation", schemaRule(enumRestricted)},
+	{"default-changed", Warning, "a default is added, removed or changed: objects read or written later change meaning", schemaRule(defaultChanged)},
+	{"bound-tightened", Error, "a minimum, maximum or length/items/properties bound is tightened: existing values fail validation", schemaRule(boundTightened)},
+	{"pattern-changed", Error, "a pattern is added or changed: existing values may fail validation", schemaRule(patternChanged)},
+	{"nullable-removed", Error, "nullable is removed: stored nulls fail validation", schemaRule(nullableRemoved)},
+	{"validation-rule-added", Warning, "an x-kubernetes-validations rule is added (ratcheting spares only unchanged fields)", schemaRule(validationRuleAdded)},
+	{"list-type-changed", Error, "x-kubernetes-list-type or x-kubernetes-list-map-keys changed: server-side apply merges differently", schemaRule(listTypeChanged)},
+	{"preserve-unknown-fields-removed", Error, "x-kubernetes-preserve-unknown-fields is removed: unknown fields are pruned from stored objects", schemaRule(preserveUnknownFieldsRemoved)},
+	{"property-missing-in-served-version", Error, "a property exists in one served version and not in another, with conversion None: it is lost on a round trip", propertyMissingInServedVersion},
 }
 
 // Config sets the enforcement of rules by name; rules not named keep their
@@ -120,35 +125,33 @@ func (c Config) Validate() error {
 }
 
 // Compare checks every CRD of newCRDs against the one of the same name in
-// oldCRDs. A CRD only in old is removed; one only in new is added, which is
-// always safe. Findings whose enforcement is None are left out. The result
-// is sorted by CRD, version, path and rule.
+// oldCRDs with every rule. A CRD only in old is removed; one only in new is
+// added, which is safe in itself (only its served versions are checked
+// against each other). Findings whose enforcement is None are left out. The
+// result is sorted by CRD, version, path and rule.
 func Compare(oldCRDs, newCRDs map[string]*apiextensionsv1.CustomResourceDefinition, cfg Config) []Finding {
+	names := map[string]bool{}
+	for name := range oldCRDs {
+		names[name] = true
+	}
+	for name := range newCRDs {
+		names[name] = true
+	}
 	var findings []Finding
-	add := func(f Finding) {
-		f.Enforcement = cfg.enforcement(f.Rule)
-		if f.Enforcement != None {
-			findings = append(findings, f)
-		}
-	}
-	for name, old := range oldCRDs {
-		n, ok := newCRDs[name]
-		if !ok {
-			add(Finding{Rule: "crd-removed", CRD: name, Message: fmt.Sprintf("%s is removed: the API server deletes every %s with it", name, old.Spec.Names.Plural)})
-			continue
-		}
-		for _, f := range compareCRD(old, n) {
-			add(f)
-		}
-	}
-	for name, n := range newCRDs {
-		if _, ok := oldCRDs[name]; !ok {
-			for _, f := range servedVersionsAgree(n) {
-				add(f)
+	for name := range names {
+		old, n := oldCRDs[name], newCRDs[name]
+		for _, r := range Rules {
+			enforcement := cfg.enforcement(r.Name)
+			if enforcement == None {
+				continue
+			}
+			for _, f := range r.Check(old, n) {
+				f.Rule, f.Enforcement, f.CRD = r.Name, enforcement, name
+				findings = append(findings, f)
 			}
 		}
 	}
-	sort.Slice(findings, func(i, j int) bool {
+	sort.SliceStable(findings, func(i, j int) bool {
 		a, b := findings[i], findings[j]
 		if a.CRD != b.CRD {
 			return a.CRD < b.CRD
@@ -169,37 +172,85 @@ func Unsafe(findings []Finding) bool {
 	return slices.ContainsFunc(findings, func(f Finding) bool { return f.Enforcement == Error })
 }
 
-// compareCRD runs the CRD-wide rules, then the schema rules per version.
-func compareCRD(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
-	name := n.Name
+// finding is a finding of a CRD-wide rule.
+func finding(version, format string, args ...any) Finding {
+	return Finding{Version: version, Message: fmt.Sprintf(format, args...)}
+}
+
+func crdRemoved(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	if old == nil || n != nil {
+		return nil
+	}
+	return []Finding{finding("", "%s is removed: the API server deletes every %s with it", old.Name, old.Spec.Names.Plural)}
+}
+
+func scopeChanged(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	if old == nil || n == nil || old.Spec.Scope == n.Spec.Scope {
+		return nil
+	}
+	return []Finding{finding("", "scope changed from %s to %s", old.Spec.Scope, n.Spec.Scope)}
+}
+
+func storedVersionRemoved(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	if old == nil || n == nil {
+		return nil
+	}
 	var out []Finding
-	f := func(rule, version, format string, args ...any) {
-		out = append(out, Finding{Rule: rule, CRD: name, Version: version, Message: fmt.Sprintf(format, args...)})
-	}
-	if old.Spec.Scope != n.Spec.Scope {
-		f("scope-changed", "", "scope changed from %s to %s", old.Spec.Scope, n.Spec.Scope)
-	}
 	for _, v := range old.Status.StoredVersions {
 		if version(n, v) == nil {
-			f("stored-version-removed", v, "%s is removed but status.storedVersions still lists it: the API server refuses the CRD; migrate the objects and prune storedVersions first (graduator migrate %s --prune)", v, name)
+			out = append(out, finding(v, "%s is removed but status.storedVersions still lists it: the API server refuses the CRD; migrate the objects and prune storedVersions first (graduator migrate %s --prune)", v, n.Name))
 		}
 	}
+	return out
+}
+
+func servedVersionRemoved(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	if old == nil || n == nil {
+		return nil
+	}
+	var out []Finding
 	for _, ov := range old.Spec.Versions {
 		if ov.Served && version(n, ov.Name) == nil {
-			f("served-version-removed", ov.Name, "%s is removed while it is served: its clients break; stop serving it in an earlier release", ov.Name)
+			out = append(out, finding(ov.Name, "%s is removed while it is served: its clients break; stop serving it in an earlier release", ov.Name))
 		}
 	}
-	if storage := storageVersion(n); storage != "" {
-		if ov := version(old, storage); storage != storageVersion(old) && (ov == nil || !ov.Served) {
-			f("storage-version-not-served-before", storage, "the storage version becomes %s, which the old CRD did not serve: objects written by old clients cannot be read back during the rollout", storage)
-		}
-		if nv := version(n, storage); nv != nil && !nv.Served {
-			f("storage-version-unserved", storage, "the storage version %s is not served", storage)
-		}
+	return out
+}
+
+func storageVersionNotServedBefore(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	if old == nil || n == nil {
+		return nil
 	}
-	if strategy(old) != strategy(n) {
-		f("conversion-strategy-changed", "", "the conversion strategy changed from %s to %s", strategy(old), strategy(n))
+	storage := storageVersion(n)
+	if ov := version(old, storage); storage == "" || storage == storageVersion(old) || (ov != nil && ov.Served) {
+		return nil
 	}
+	return []Finding{finding(storage, "the storage version becomes %s, which the old CRD did not serve: objects written by old clients cannot be read back during the rollout", storage)}
+}
+
+func storageVersionUnserved(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	if old == nil || n == nil {
+		return nil
+	}
+	storage := storageVersion(n)
+	if nv := version(n, storage); storage == "" || nv == nil || nv.Served {
+		return nil
+	}
+	return []Finding{finding(storage, "the storage version %s is not served", storage)}
+}
+
+func conversionStrategyChanged(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	if old == nil || n == nil || strategy(old) == strategy(n) {
+		return nil
+	}
+	return []Finding{finding("", "the conversion strategy changed from %s to %s", strategy(old), strategy(n))}
+}
+
+func printerColumnRemoved(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	if old == nil || n == nil {
+		return nil
+	}
+	var out []Finding
 	for _, ov := range old.Spec.Versions {
 		nv := version(n, ov.Name)
 		if nv == nil {
@@ -207,23 +258,18 @@ func compareCRD(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
 		}
 		for _, col := range ov.AdditionalPrinterColumns {
 			if !slices.ContainsFunc(nv.AdditionalPrinterColumns, func(c apiextensionsv1.CustomResourceColumnDefinition) bool { return c.Name == col.Name }) {
-				f("printer-column-removed", ov.Name, "printer column %q is removed", col.Name)
+				out = append(out, finding(ov.Name, "printer column %q is removed", col.Name))
 			}
 		}
-		for _, d := range compareSchemas(schemaOf(&ov), schemaOf(nv)) {
-			d.CRD, d.Version = name, ov.Name
-			out = append(out, d)
-		}
 	}
-	out = append(out, servedVersionsAgree(n)...)
 	return out
 }
 
-// servedVersionsAgree checks the served versions of one CRD against each
-// other: without a conversion webhook their schemas must not differ.
-func servedVersionsAgree(crd *apiextensionsv1.CustomResourceDefinition) []Finding {
-	if strategy(crd) == apiextensionsv1.WebhookConverter {
-		return nil
+// servedPairs calls fn with each two consecutive served versions of a CRD
+// (new or added) whose schemas differ without a conversion webhook.
+func servedPairs(crd *apiextensionsv1.CustomResourceDefinition, fn func(a, b *apiextensionsv1.CustomResourceDefinitionVersion)) {
+	if crd == nil || strategy(crd) == apiextensionsv1.WebhookConverter {
+		return
 	}
 	var served []*apiextensionsv1.CustomResourceDefinitionVersion
 	for i := range crd.Spec.Versions {
@@ -231,24 +277,38 @@ func servedVersionsAgree(crd *apiextensionsv1.CustomResourceDefinition) []Findin
 			served = append(served, &crd.Spec.Versions[i])
 		}
 	}
-	var out []Finding
 	for i := 0; i+1 < len(served); i++ {
-		a, b := served[i], served[i+1]
-		if equality.Semantic.DeepEqual(a.Schema, b.Schema) {
-			continue
+		if !equality.Semantic.DeepEqual(served[i].Schema, served[i+1].Schema) {
+			fn(served[i], served[i+1])
 		}
-		out = append(out, Finding{Rule: "lossy-conversion", CRD: crd.Name, Version: b.Name,
-			Message: fmt.Sprintf("versions %s and %s have different schemas but conversion is None: fields are dropped silently", a.Name, b.Name)})
+	}
+}
+
+// lossyConversion checks the served versions of the new CRD against each
+// other: without a conversion webhook their schemas must not differ.
+func lossyConversion(_, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	var out []Finding
+	servedPairs(n, func(a, b *apiextensionsv1.CustomResourceDefinitionVersion) {
+		out = append(out, finding(b.Name, "versions %s and %s have different schemas but conversion is None: fields are dropped silently", a.Name, b.Name))
+	})
+	return out
+}
+
+// propertyMissingInServedVersion names each property only one of two
+// served versions has, without a conversion webhook.
+func propertyMissingInServedVersion(_, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	var out []Finding
+	servedPairs(n, func(a, b *apiextensionsv1.CustomResourceDefinitionVersion) {
 		pa, pb := propertyPaths(schemaOf(a)), propertyPaths(schemaOf(b))
 		for _, p := range symmetricDifference(pa, pb) {
 			in, missing := a.Name, b.Name
 			if !slices.Contains(pa, p) {
 				in, missing = b.Name, a.Name
 			}
-			out = append(out, Finding{Rule: "property-missing-in-served-version", CRD: crd.Name, Version: missing, Path: p,
+			out = append(out, Finding{Version: missing, Path: p,
 				Message: fmt.Sprintf("%s exists in %s but not in %s, and conversion is None: it is lost on a round trip", p, in, missing)})
 		}
-	}
+	})
 	return out
 }
 
@@ -262,12 +322,8 @@ func version(crd *apiextensionsv1.CustomResourceDefinition, name string) *apiext
 }
 
 func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
+	v, _ := apihelpers.GetCRDStorageVersion(crd) // none: ""
+	return v
 }
 
 func strategy(crd *apiextensionsv1.CustomResourceDefinition) apiextensionsv1.ConversionStrategyType {

@@ -115,13 +115,57 @@ func removeVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) {
 	crd.Spec.Versions = kept
 }
 
+// tested records, as the table below is built, which rules an entry
+// makes fire and which an entry proves quiet.
+var tested = map[string]map[bool]bool{}
+
+// ruleEntry is an entry of the rules' table test.
+func ruleEntry(description string, change func(old, n *apiextensionsv1.CustomResourceDefinition), rule, version, path string,
+	enforcement check.Enforcement, fires bool) TableEntry {
+	if tested[rule] == nil {
+		tested[rule] = map[bool]bool{}
+	}
+	tested[rule][fires] = true
+	return Entry(description, change, rule, version, path, enforcement, fires)
+}
+
+// ruleNamed is the rule of that name in check.Rules.
+func ruleNamed(name string) check.Rule {
+	for _, r := range check.Rules {
+		if r.Name == name {
+			return r
+		}
+	}
+	Fail("no rule " + name + " in check.Rules")
+	return check.Rule{}
+}
+
 var _ = Describe("Compare", func() {
+	It("runs every rule of the table, each a named function with an entry that makes it fire", func() {
+		for _, r := range check.Rules {
+			Expect(r.Check).NotTo(BeNil(), r.Name)
+			Expect(r.Doc).NotTo(BeEmpty(), r.Name)
+			if r.Name != "crd-removed" { // a pair of CRDs cannot remove one: its own spec below
+				Expect(tested[r.Name]).To(HaveKey(true), "no entry of the table makes %s fire", r.Name)
+			}
+		}
+		Expect(len(tested)).To(BeNumerically("<=", len(check.Rules)), "every entry names a rule of the table")
+	})
+
 	DescribeTable("each rule fires on the change it is about, with its path and enforcement, and not on a safe one",
 		func(change func(old, n *apiextensionsv1.CustomResourceDefinition), rule, version, path string, enforcement check.Enforcement, fires bool) {
 			old, n := base(), base()
 			change(old, n)
 			findings := check.Compare(map[string]*apiextensionsv1.CustomResourceDefinition{old.Name: old},
 				map[string]*apiextensionsv1.CustomResourceDefinition{n.Name: n}, check.Config{})
+			own := ruleNamed(rule).Check(old, n)
+			var reported []check.Finding
+			for _, f := range findings {
+				if f.Rule == rule {
+					reported = append(reported, f)
+				}
+			}
+			Expect(reported).To(HaveLen(len(own)), "Compare reports what the rule's own function finds: %+v", own)
 			match := And(HaveField("Rule", rule), HaveField("Path", path), HaveField("CRD", "widgets.example.com"))
 			if version != "" {
 				match = And(match, HaveField("Version", version))
@@ -132,94 +176,94 @@ var _ = Describe("Compare", func() {
 				Expect(findings).NotTo(ContainElement(HaveField("Rule", rule)), "%+v", findings)
 			}
 		},
-		Entry("scope changed", func(_, n *apiextensionsv1.CustomResourceDefinition) { n.Spec.Scope = apiextensionsv1.ClusterScoped },
+		ruleEntry("scope changed", func(_, n *apiextensionsv1.CustomResourceDefinition) { n.Spec.Scope = apiextensionsv1.ClusterScoped },
 			"scope-changed", "", "", check.Error, true),
-		Entry("a version removed while still stored", func(o, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("a version removed while still stored", func(o, n *apiextensionsv1.CustomResourceDefinition) {
 			o.Status.StoredVersions = []string{"v1alpha1", "v1"}
 			removeVersion(n, "v1alpha1")
 		}, "stored-version-removed", "v1alpha1", "", check.Error, true),
-		Entry("a version removed once no longer stored is not a storage error", func(_, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("a version removed once no longer stored is not a storage error", func(_, n *apiextensionsv1.CustomResourceDefinition) {
 			removeVersion(n, "v1alpha1")
 		}, "stored-version-removed", "", "", check.Error, false),
-		Entry("a served version removed", func(_, n *apiextensionsv1.CustomResourceDefinition) { removeVersion(n, "v1alpha1") },
+		ruleEntry("a served version removed", func(_, n *apiextensionsv1.CustomResourceDefinition) { removeVersion(n, "v1alpha1") },
 			"served-version-removed", "v1alpha1", "", check.Error, true),
-		Entry("an unserved version removed", func(o, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("an unserved version removed", func(o, n *apiextensionsv1.CustomResourceDefinition) {
 			o.Spec.Versions[0].Served = false
 			removeVersion(n, "v1alpha1")
 		}, "served-version-removed", "", "", check.Error, false),
-		Entry("storage moved to a version the old CRD did not serve", func(o, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("storage moved to a version the old CRD did not serve", func(o, n *apiextensionsv1.CustomResourceDefinition) {
 			o.Spec.Versions[0].Served = false
 			n.Spec.Versions[0].Storage, n.Spec.Versions[1].Storage = true, false
 		}, "storage-version-not-served-before", "v1alpha1", "", check.Error, true),
-		Entry("storage moved to a version the old CRD served", func(_, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("storage moved to a version the old CRD served", func(_, n *apiextensionsv1.CustomResourceDefinition) {
 			n.Spec.Versions[0].Storage, n.Spec.Versions[1].Storage = true, false
 		}, "storage-version-not-served-before", "", "", check.Error, false),
-		Entry("conversion strategy changed", func(_, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("conversion strategy changed", func(_, n *apiextensionsv1.CustomResourceDefinition) {
 			n.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
 		}, "conversion-strategy-changed", "", "", check.Warning, true),
-		Entry("schemas differ without a conversion webhook", editSpec("v1", func(s *apiextensionsv1.JSONSchemaProps) {
+		ruleEntry("schemas differ without a conversion webhook", editSpec("v1", func(s *apiextensionsv1.JSONSchemaProps) {
 			s.Properties["weight"] = apiextensionsv1.JSONSchemaProps{Type: "integer"}
 		}), "lossy-conversion", "v1", "", check.Error, true),
-		Entry("schemas differ with a conversion webhook", func(o, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("schemas differ with a conversion webhook", func(o, n *apiextensionsv1.CustomResourceDefinition) {
 			o.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
 			n.Spec.Conversion = o.Spec.Conversion
 			editSpec("v1", func(s *apiextensionsv1.JSONSchemaProps) {
 				s.Properties["weight"] = apiextensionsv1.JSONSchemaProps{Type: "integer"}
 			})(o, n)
 		}, "lossy-conversion", "", "", check.Error, false),
-		Entry("a property only one served version has, with conversion None", editSpec("v1", func(s *apiextensionsv1.JSONSchemaProps) {
+		ruleEntry("a property only one served version has, with conversion None", editSpec("v1", func(s *apiextensionsv1.JSONSchemaProps) {
 			s.Properties["weight"] = apiextensionsv1.JSONSchemaProps{Type: "integer"}
 		}), "property-missing-in-served-version", "v1alpha1", "^.spec.weight", check.Error, true),
-		Entry("the storage version unserved", func(_, n *apiextensionsv1.CustomResourceDefinition) { n.Spec.Versions[1].Served = false },
+		ruleEntry("the storage version unserved", func(_, n *apiextensionsv1.CustomResourceDefinition) { n.Spec.Versions[1].Served = false },
 			"storage-version-unserved", "v1", "", check.Error, true),
-		Entry("a printer column removed", func(_, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("a printer column removed", func(_, n *apiextensionsv1.CustomResourceDefinition) {
 			n.Spec.Versions[1].AdditionalPrinterColumns = nil
 		},
 			"printer-column-removed", "v1", "", check.Warning, true),
-		Entry("a printer column added", func(_, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("a printer column added", func(_, n *apiextensionsv1.CustomResourceDefinition) {
 			n.Spec.Versions[1].AdditionalPrinterColumns = append(n.Spec.Versions[1].AdditionalPrinterColumns,
 				apiextensionsv1.CustomResourceColumnDefinition{Name: "Color", Type: "string", JSONPath: ".spec.color"})
 		}, "printer-column-removed", "", "", check.Warning, false),
-		Entry("a property removed", editProp("note", func(*apiextensionsv1.JSONSchemaProps) {}),
+		ruleEntry("a property removed", editProp("note", func(*apiextensionsv1.JSONSchemaProps) {}),
 			"property-removed", "", "", check.Error, false), // editing keeps it: must not fire
-		Entry("a property removed from both versions", func(o, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("a property removed from both versions", func(o, n *apiextensionsv1.CustomResourceDefinition) {
 			for _, v := range []string{"v1alpha1", "v1"} {
 				editSpec(v, func(s *apiextensionsv1.JSONSchemaProps) { delete(s.Properties, "note") })(o, n)
 			}
 		}, "property-removed", "v1", "^.spec.note", check.Error, true),
-		Entry("a type changed", editProp("size", func(p *apiextensionsv1.JSONSchemaProps) { p.Type = "string"; p.Minimum, p.Maximum = nil, nil }),
+		ruleEntry("a type changed", editProp("size", func(p *apiextensionsv1.JSONSchemaProps) { p.Type = "string"; p.Minimum, p.Maximum = nil, nil }),
 			"type-changed", "v1", "^.spec.size", check.Error, true),
-		Entry("a new required field", func(o, n *apiextensionsv1.CustomResourceDefinition) {
+		ruleEntry("a new required field", func(o, n *apiextensionsv1.CustomResourceDefinition) {
 			for _, v := range []string{"v1alpha1", "v1"} {
 				editSpec(v, func(s *apiextensionsv1.JSONSchemaProps) { s.Required = []string{"color"} })(o, n)
 			}
 		}, "required-added", "v1", "^.spec.color", check.Error, true),
-		Entry("an enum value removed", editProp("color", func(p *apiextensionsv1.JSONSchemaProps) { p.Enum = p.Enum[:1] }),
+		ruleEntry("an enum value removed", editProp("color", func(p *apiextensionsv1.JSONSchemaProps) { p.Enum = p.Enum[:1] }),
 			"enum-restricted", "v1", "^.spec.color", check.Error, true),
-		Entry("an enum value added", editProp("color", func(p *apiextensionsv1.JSONSchemaProps) { p.Enum = append(p.Enum, raw(`"green"`)) }),
+		ruleEntry("an enum value added", editProp("color", func(p *apiextensionsv1.JSONSchemaProps) { p.Enum = append(p.Enum, raw(`"green"`)) }),
 			"enum-restricted", "", "", check.Error, false),
-		Entry("an enum added", editProp("name", func(p *apiextensionsv1.JSONSchemaProps) { p.Enum = []apiextensionsv1.JSON{raw(`"a"`)} }),
+		ruleEntry("an enum added", editProp("name", func(p *apiextensionsv1.JSONSchemaProps) { p.Enum = []apiextensionsv1.JSON{raw(`"a"`)} }),
 			"enum-restricted", "v1", "^.spec.name", check.Error, true),
-		Entry("a default changed", editProp("color", func(p *apiextensionsv1.JSONSchemaProps) { p.Default = ptr.To(raw(`"blue"`)) }),
+		ruleEntry("a default changed", editProp("color", func(p *apiextensionsv1.JSONSchemaProps) { p.Default = ptr.To(raw(`"blue"`)) }),
 			"default-changed", "v1", "^.spec.color", check.Warning, true),
-		Entry("a maximum tightened", editProp("size", func(p *apiextensionsv1.JSONSchemaProps) { p.Maximum = ptr.To(5.0) }),
+		ruleEntry("a maximum tightened", editProp("size", func(p *apiextensionsv1.JSONSchemaProps) { p.Maximum = ptr.To(5.0) }),
 			"bound-tightened", "v1", "^.spec.size", check.Error, true),
-		Entry("a maximum loosened", editProp("size", func(p *apiextensionsv1.JSONSchemaProps) { p.Maximum = ptr.To(20.0) }),
+		ruleEntry("a maximum loosened", editProp("size", func(p *apiextensionsv1.JSONSchemaProps) { p.Maximum = ptr.To(20.0) }),
 			"bound-tightened", "", "", check.Error, false),
-		Entry("a maxLength tightened", editProp("name", func(p *apiextensionsv1.JSONSchemaProps) { p.MaxLength = ptr.To[int64](10) }),
+		ruleEntry("a maxLength tightened", editProp("name", func(p *apiextensionsv1.JSONSchemaProps) { p.MaxLength = ptr.To[int64](10) }),
 			"bound-tightened", "v1", "^.spec.name", check.Error, true),
-		Entry("a minItems added", editProp("tags", func(p *apiextensionsv1.JSONSchemaProps) { p.MinItems = ptr.To[int64](1) }),
+		ruleEntry("a minItems added", editProp("tags", func(p *apiextensionsv1.JSONSchemaProps) { p.MinItems = ptr.To[int64](1) }),
 			"bound-tightened", "v1", "^.spec.tags", check.Error, true),
-		Entry("a pattern added", editProp("name", func(p *apiextensionsv1.JSONSchemaProps) { p.Pattern = "^[a-z]+$" }),
+		ruleEntry("a pattern added", editProp("name", func(p *apiextensionsv1.JSONSchemaProps) { p.Pattern = "^[a-z]+$" }),
 			"pattern-changed", "v1", "^.spec.name", check.Error, true),
-		Entry("nullable removed", editProp("note", func(p *apiextensionsv1.JSONSchemaProps) { p.Nullable = false }),
+		ruleEntry("nullable removed", editProp("note", func(p *apiextensionsv1.JSONSchemaProps) { p.Nullable = false }),
 			"nullable-removed", "v1", "^.spec.note", check.Error, true),
-		Entry("a validation rule added", editProp("name", func(p *apiextensionsv1.JSONSchemaProps) {
+		ruleEntry("a validation rule added", editProp("name", func(p *apiextensionsv1.JSONSchemaProps) {
 			p.XValidations = apiextensionsv1.ValidationRules{{Rule: "self != 'admin'"}}
 		}), "validation-rule-added", "v1", "^.spec.name", check.Warning, true),
-		Entry("a list type changed", editProp("tags", func(p *apiextensionsv1.JSONSchemaProps) { p.XListType = ptr.To("atomic") }),
+		ruleEntry("a list type changed", editProp("tags", func(p *apiextensionsv1.JSONSchemaProps) { p.XListType = ptr.To("atomic") }),
 			"list-type-changed", "v1", "^.spec.tags", check.Error, true),
-		Entry("preserve-unknown-fields removed", editProp("extra", func(p *apiextensionsv1.JSONSchemaProps) { p.XPreserveUnknownFields = nil }),
+		ruleEntry("preserve-unknown-fields removed", editProp("extra", func(p *apiextensionsv1.JSONSchemaProps) { p.XPreserveUnknownFields = nil }),
 			"preserve-unknown-fields-removed", "v1", "^.spec.extra", check.Error, true),
 	)
 

@@ -26,106 +26,150 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 )
 
-// compareSchemas walks the old schema of a version and the new one side by
-// side and reports what an existing object of the old schema may no longer
-// satisfy. Paths start at ^, the object's root: ^.spec.toppings[*].name.
-func compareSchemas(old, n *apiextensionsv1.JSONSchemaProps) []Finding {
-	if old == nil || n == nil {
-		return nil
+// A schema rule compares one node of a version's old schema with the same
+// node of its new schema. path is the node's JSON path from the object's
+// root, ^: ^.spec.toppings[*].name.
+type schemaCheck func(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding
+
+// schemaRule makes a CRD rule of a schema rule: it walks the old schema of
+// every version the new CRD keeps side by side with the new one, below
+// nodes whose type did not change (nothing below those compares
+// meaningfully: typeChanged reports them).
+func schemaRule(check schemaCheck) func(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+	return func(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
+		var out []Finding
+		eachSchemaNode(old, n, func(version, path string, o, nn *apiextensionsv1.JSONSchemaProps) bool {
+			if o.Type != nn.Type && o.Type != "" {
+				return false
+			}
+			for _, f := range check(path, o, nn) {
+				f.Version = version
+				out = append(out, f)
+			}
+			return true
+		})
+		return out
 	}
+}
+
+// eachSchemaNode calls visit with each node pair of each version's old and
+// new schema, from the root down, while visit returns true.
+func eachSchemaNode(old, n *apiextensionsv1.CustomResourceDefinition,
+	visit func(version, path string, old, n *apiextensionsv1.JSONSchemaProps) bool) {
+	if old == nil || n == nil {
+		return
+	}
+	var walk func(version, path string, o, nn *apiextensionsv1.JSONSchemaProps)
+	walk = func(version, path string, o, nn *apiextensionsv1.JSONSchemaProps) {
+		if !visit(version, path, o, nn) {
+			return
+		}
+		for _, name := range sortedKeys(o.Properties) {
+			op := o.Properties[name]
+			if np, ok := nn.Properties[name]; ok {
+				walk(version, path+"."+name, &op, &np)
+			}
+		}
+		if o.Items != nil && o.Items.Schema != nil && nn.Items != nil && nn.Items.Schema != nil {
+			walk(version, path+"[*]", o.Items.Schema, nn.Items.Schema)
+		}
+		if o.AdditionalProperties != nil && o.AdditionalProperties.Schema != nil &&
+			nn.AdditionalProperties != nil && nn.AdditionalProperties.Schema != nil {
+			walk(version, path+"[*]", o.AdditionalProperties.Schema, nn.AdditionalProperties.Schema)
+		}
+	}
+	for i := range old.Spec.Versions {
+		ov := &old.Spec.Versions[i]
+		o, nn := schemaOf(ov), schemaOf(version(n, ov.Name))
+		if o != nil && nn != nil {
+			walk(ov.Name, "^", o, nn)
+		}
+	}
+}
+
+// at is a finding of a schema rule at path.
+func at(path, format string, args ...any) Finding {
+	return Finding{Path: path, Message: path + ": " + fmt.Sprintf(format, args...)}
+}
+
+// typeChanged reports a node whose type changed; nothing below it is
+// compared.
+func typeChanged(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
 	var out []Finding
-	walk(&out, "^", old, n)
+	eachSchemaNode(old, n, func(version, path string, o, nn *apiextensionsv1.JSONSchemaProps) bool {
+		if o.Type != nn.Type && o.Type != "" {
+			f := at(path, "type changed from %s to %s", o.Type, orAny(nn.Type))
+			f.Version = version
+			out = append(out, f)
+			return false
+		}
+		return true
+	})
 	return out
 }
 
-func walk(out *[]Finding, path string, old, n *apiextensionsv1.JSONSchemaProps) {
-	f := func(rule, format string, args ...any) {
-		*out = append(*out, Finding{Rule: rule, Path: path, Message: path + ": " + fmt.Sprintf(format, args...)})
+func propertyRemoved(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	if isTrue(n.XPreserveUnknownFields) {
+		return nil
 	}
-	if old.Type != n.Type && old.Type != "" {
-		f("type-changed", "type changed from %s to %s", old.Type, orAny(n.Type))
-		return // nothing below compares meaningfully
+	var out []Finding
+	for _, name := range sortedKeys(old.Properties) {
+		if _, ok := n.Properties[name]; !ok {
+			child := path + "." + name
+			out = append(out, Finding{Path: child, Message: fmt.Sprintf("%s is removed: its data is pruned from stored objects", child)})
+		}
 	}
+	return out
+}
+
+func requiredAdded(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	var out []Finding
 	for _, r := range n.Required {
 		if !slices.Contains(old.Required, r) {
-			*out = append(*out, Finding{Rule: "required-added", Path: path + "." + r,
+			out = append(out, Finding{Path: path + "." + r,
 				Message: fmt.Sprintf("%s.%s is now required: existing objects without it fail validation", path, r)})
 		}
 	}
-	compareEnum(f, old.Enum, n.Enum)
-	if !equality.Semantic.DeepEqual(old.Default, n.Default) {
-		f("default-changed", "default changed from %s to %s", jsonText(old.Default), jsonText(n.Default))
-	}
-	compareBounds(f, old, n)
-	if n.Pattern != "" && n.Pattern != old.Pattern {
-		f("pattern-changed", "pattern changed from %q to %q", old.Pattern, n.Pattern)
-	}
-	if old.Nullable && !n.Nullable {
-		f("nullable-removed", "nullable is removed")
-	}
-	for _, rule := range n.XValidations {
-		if !slices.ContainsFunc(old.XValidations, func(r apiextensionsv1.ValidationRule) bool { return r.Rule == rule.Rule }) {
-			f("validation-rule-added", "validation rule %q is added", rule.Rule)
-		}
-	}
-	if ptrText(old.XListType) != ptrText(n.XListType) || !slices.Equal(old.XListMapKeys, n.XListMapKeys) {
-		f("list-type-changed", "list type changed from %s %v to %s %v", ptrText(old.XListType), old.XListMapKeys, ptrText(n.XListType), n.XListMapKeys)
-	}
-	if isTrue(old.XPreserveUnknownFields) && !isTrue(n.XPreserveUnknownFields) {
-		f("preserve-unknown-fields-removed", "x-kubernetes-preserve-unknown-fields is removed: unknown fields are pruned")
-	}
-
-	for _, name := range sortedKeys(old.Properties) {
-		o := old.Properties[name]
-		np, ok := n.Properties[name]
-		child := path + "." + name
-		if !ok {
-			if !isTrue(n.XPreserveUnknownFields) {
-				*out = append(*out, Finding{Rule: "property-removed", Path: child,
-					Message: fmt.Sprintf("%s is removed: its data is pruned from stored objects", child)})
-			}
-			continue
-		}
-		walk(out, child, &o, &np)
-	}
-	if old.Items != nil && old.Items.Schema != nil && n.Items != nil && n.Items.Schema != nil {
-		walk(out, path+"[*]", old.Items.Schema, n.Items.Schema)
-	}
-	if old.AdditionalProperties != nil && old.AdditionalProperties.Schema != nil &&
-		n.AdditionalProperties != nil && n.AdditionalProperties.Schema != nil {
-		walk(out, path+"[*]", old.AdditionalProperties.Schema, n.AdditionalProperties.Schema)
-	}
+	return out
 }
 
-func compareEnum(f func(rule, format string, args ...any), old, n []apiextensionsv1.JSON) {
-	if len(n) == 0 {
-		return
+func enumRestricted(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	if len(n.Enum) == 0 {
+		return nil
 	}
-	if len(old) == 0 {
-		f("enum-restricted", "an enum %s is added", enumText(n))
-		return
+	if len(old.Enum) == 0 {
+		return []Finding{at(path, "an enum %s is added", enumText(n.Enum))}
 	}
 	var removed []apiextensionsv1.JSON
-	for _, v := range old {
-		if !slices.ContainsFunc(n, func(w apiextensionsv1.JSON) bool { return string(w.Raw) == string(v.Raw) }) {
+	for _, v := range old.Enum {
+		if !slices.ContainsFunc(n.Enum, func(w apiextensionsv1.JSON) bool { return string(w.Raw) == string(v.Raw) }) {
 			removed = append(removed, v)
 		}
 	}
-	if len(removed) > 0 {
-		f("enum-restricted", "enum values %s are removed", enumText(removed))
+	if len(removed) == 0 {
+		return nil
 	}
+	return []Finding{at(path, "enum values %s are removed", enumText(removed))}
 }
 
-// compareBounds reports every bound that is new or stricter.
-func compareBounds(f func(rule, format string, args ...any), old, n *apiextensionsv1.JSONSchemaProps) {
+func defaultChanged(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	if equality.Semantic.DeepEqual(old.Default, n.Default) {
+		return nil
+	}
+	return []Finding{at(path, "default changed from %s to %s", jsonText(old.Default), jsonText(n.Default))}
+}
+
+// boundTightened reports every bound that is new or stricter.
+func boundTightened(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	var out []Finding
 	lower := func(name string, o, nv *float64) {
 		if nv != nil && (o == nil || *nv > *o) {
-			f("bound-tightened", "%s tightened from %s to %g", name, floatText(o), *nv)
+			out = append(out, at(path, "%s tightened from %s to %g", name, floatText(o), *nv))
 		}
 	}
 	upper := func(name string, o, nv *float64) {
 		if nv != nil && (o == nil || *nv < *o) {
-			f("bound-tightened", "%s tightened from %s to %g", name, floatText(o), *nv)
+			out = append(out, at(path, "%s tightened from %s to %g", name, floatText(o), *nv))
 		}
 	}
 	lower("minimum", old.Minimum, n.Minimum)
@@ -137,11 +181,50 @@ func compareBounds(f func(rule, format string, args ...any), old, n *apiextensio
 	lower("minProperties", intAsFloat(old.MinProperties), intAsFloat(n.MinProperties))
 	upper("maxProperties", intAsFloat(old.MaxProperties), intAsFloat(n.MaxProperties))
 	if n.ExclusiveMinimum && !old.ExclusiveMinimum {
-		f("bound-tightened", "exclusiveMinimum is added")
+		out = append(out, at(path, "exclusiveMinimum is added"))
 	}
 	if n.ExclusiveMaximum && !old.ExclusiveMaximum {
-		f("bound-tightened", "exclusiveMaximum is added")
+		out = append(out, at(path, "exclusiveMaximum is added"))
 	}
+	return out
+}
+
+func patternChanged(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	if n.Pattern == "" || n.Pattern == old.Pattern {
+		return nil
+	}
+	return []Finding{at(path, "pattern changed from %q to %q", old.Pattern, n.Pattern)}
+}
+
+func nullableRemoved(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	if !old.Nullable || n.Nullable {
+		return nil
+	}
+	return []Finding{at(path, "nullable is removed")}
+}
+
+func validationRuleAdded(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	var out []Finding
+	for _, rule := range n.XValidations {
+		if !slices.ContainsFunc(old.XValidations, func(r apiextensionsv1.ValidationRule) bool { return r.Rule == rule.Rule }) {
+			out = append(out, at(path, "validation rule %q is added", rule.Rule))
+		}
+	}
+	return out
+}
+
+func listTypeChanged(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	if ptrText(old.XListType) == ptrText(n.XListType) && slices.Equal(old.XListMapKeys, n.XListMapKeys) {
+		return nil
+	}
+	return []Finding{at(path, "list type changed from %s %v to %s %v", ptrText(old.XListType), old.XListMapKeys, ptrText(n.XListType), n.XListMapKeys)}
+}
+
+func preserveUnknownFieldsRemoved(path string, old, n *apiextensionsv1.JSONSchemaProps) []Finding {
+	if !isTrue(old.XPreserveUnknownFields) || isTrue(n.XPreserveUnknownFields) {
+		return nil
+	}
+	return []Finding{at(path, "x-kubernetes-preserve-unknown-fields is removed: unknown fields are pruned")}
 }
 
 // propertyPaths lists every property path of a schema.

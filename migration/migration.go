@@ -137,6 +137,11 @@ type Options struct {
 	// in flight are done, so persisting Progress.Continue and
 	// Progress.Checkpoint is safe; and once more at the end.
 	OnProgress func(Progress)
+	// OnObject, when set, is called as each object of the main pass is
+	// rewritten, skipped or failed, before its page is done and possibly
+	// concurrently: a live count for a progress bar. Progress is the count
+	// to persist.
+	OnObject func()
 }
 
 // Progress counts what a run did. Counts are cumulative, including those of
@@ -322,6 +327,9 @@ func (r *runner) pass(ctx context.Context, kind passKind) (bool, error) {
 	// finish records one object's outcome and marks done the pages at the
 	// head that have nothing pending.
 	finish := func(pr *pageRun, outcome Outcome, err error, obj objectRef) {
+		if r.opts.OnObject != nil && kind == mainPass && outcome <= Failed {
+			r.opts.OnObject()
+		}
 		mu.Lock()
 		r.tally(&pr.counts, kind, outcome, err, obj)
 		pr.unfinished = pr.unfinished || outcome == notCounted

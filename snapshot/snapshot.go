@@ -193,8 +193,11 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if err := dec.Decode(&h); err != nil {
 		return nil, fmt.Errorf("not a snapshot: read its header: %w", err)
 	}
-	if h.Kind != Kind || h.Version == "" || h.Resource == "" {
-		return nil, fmt.Errorf("not a snapshot: its header is %+v", h)
+	switch {
+	case h.Kind != Kind:
+		return nil, fmt.Errorf("not a snapshot: its first record is of kind %q, a snapshot's is %q (written by graduator verify --snapshot)", h.Kind, Kind)
+	case h.Version == "" || h.Resource == "":
+		return nil, fmt.Errorf("not a snapshot: its %s header names no resource or version (resource %q, version %q)", Kind, h.Resource, h.Version)
 	}
 	return &Reader{Header: h, dec: dec}, nil
 }

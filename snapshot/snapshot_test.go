@@ -209,6 +209,14 @@ func TestBadFilesAreRefused(t *testing.T) {
 	if _, err := NewReader(strings.NewReader("not gzip")); err == nil {
 		t.Error("a file that is not gzip is refused")
 	}
+	var other bytes.Buffer
+	zo := gzip.NewWriter(&other)
+	_, _ = zo.Write([]byte(`{"kind":"ConfigMap","apiVersion":"v1"}` + "\n"))
+	_ = zo.Close()
+	want := `not a snapshot: its first record is of kind "ConfigMap", a snapshot's is "GraduatorSnapshot" (written by graduator verify --snapshot)`
+	if _, err := NewReader(bytes.NewReader(other.Bytes())); err == nil || err.Error() != want {
+		t.Errorf("a gzipped file of another kind says what it is and what was expected:\n got %v\nwant %s", err, want)
+	}
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	_, _ = zw.Write([]byte(`{"kind":"GraduatorSnapshot","group":"example.com","version":"v2","resource":"widgets"}` + "\n" +

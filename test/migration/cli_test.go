@@ -203,10 +203,35 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 		Expect(run("migrate", f.crd.Name, "--write-to", "status").ExitCode()).To(Equal(1), "an unknown target is refused")
 	})
 
-	It("explains a CRD that does not exist", func() {
+	It("explains a CRD that does not exist, without client-go's log lines", func() {
 		session := run("migrate", "nothing.example.graduator.io")
 		Expect(session.ExitCode()).To(Equal(1))
 		Expect(session.Err.Contents()).To(ContainSubstring(`customresourcedefinitions.apiextensions.k8s.io "nothing.example.graduator.io" not found`))
+		Expect(string(session.Err.Contents())).NotTo(MatchRegexp(`(?m)^[IWEF]\d{4} `), "no klog line")
+	})
+
+	It("exits 1 on a usage error in migrate and status, 2 in verify and check, whose 1 means differences and unsafe", func() {
+		for _, tc := range []struct {
+			args []string
+			code int
+		}{
+			{[]string{"migrate", "widgets.example.com", "--colour"}, 1},
+			{[]string{"migrate"}, 1},
+			{[]string{"status", "--colour"}, 1},
+			{[]string{"status", "-o", "csv"}, 1},
+			{[]string{"verify", "widgets.example.com", "--colour"}, 2},
+			{[]string{"check", "a.yaml", "b.yaml", "--colour"}, 2},
+			{[]string{"check", "a.yaml"}, 2},
+		} {
+			session := run(tc.args...)
+			Expect(session.ExitCode()).To(Equal(tc.code), "graduator %v: %s", tc.args, session.Err.Contents())
+		}
+	})
+
+	It("shows client-go's log lines with -v", func() {
+		session := run("status", "-v", "6")
+		Expect(session.ExitCode()).To(BeZero())
+		Expect(string(session.Err.Contents())).To(MatchRegexp(`(?m)^I\d{4} `), "klog lines at -v 6")
 	})
 	Describe("check", func() {
 		// manifest writes CRDs to a file as a release would ship them.
@@ -257,6 +282,12 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 			bad := run("check", oldFile, notYAML)
 			Expect(bad.ExitCode()).To(Equal(2))
 			Expect(string(bad.Err.Contents())).To(ContainSubstring("is not YAML or JSON"))
+			configMap := filepath.Join(GinkgoT().TempDir(), "configmap.yaml")
+			Expect(os.WriteFile(configMap, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"), 0o600)).To(Succeed())
+			bad = run("check", oldFile, configMap)
+			Expect(bad.ExitCode()).To(Equal(2), "a NEW without any CRD is the wrong file, not every CRD removed")
+			Expect(string(bad.Err.Contents())).To(ContainSubstring("NEW " + configMap + " holds no CustomResourceDefinition"))
+			Expect(run("check", oldFile, configMap, "--allow-empty").ExitCode()).To(Equal(1), "removing every CRD on purpose is unsafe")
 			noVersions := old.DeepCopy()
 			noVersions.Spec.Versions = nil
 			bad = run("check", oldFile, manifest("noversions.yaml", noVersions))

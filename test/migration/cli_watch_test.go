@@ -19,6 +19,7 @@ package migration_test
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -102,19 +104,25 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 	snapshotFile := func() string { return filepath.Join(GinkgoT().TempDir(), "before.json.gz") }
 
 	Describe("migrate", func() {
-		It("draws a bar on a terminal whose total is the number of objects, with a percent", func(ctx SpecContext) {
-			const n = 150
+		It("draws a bar on a terminal whose total is the number of objects, with a percent, counting objects as they are written", func(ctx SpecContext) {
+			const n, pageSize = 150, 50
 			f := newFixture(ctx, n)
 			f.switchStorage(ctx)
 
-			t := startInTerminal("migrate", f.crd.Name, "--page-size", "10")
+			// --qps 50 makes the run last about two seconds: eight redraws.
+			t := startInTerminal("migrate", f.crd.Name, "--page-size", fmt.Sprint(pageSize), "--qps", "50")
 			Expect(t.wait()).To(BeZero())
 			screen := string(t.out.Contents())
 			bars := regexp.MustCompile(`migrating `+regexp.QuoteMeta(f.crd.Name)+` \[[=> ]+\] +(\d+)% (\d+)/(\d+) `).FindAllStringSubmatch(screen, -1)
 			Expect(bars).NotTo(BeEmpty(), "a bar is drawn:\n%s", screen)
+			midPage := 0
 			for _, bar := range bars {
 				Expect(bar[3]).To(Equal(fmt.Sprint(n)), "every bar's total is the number of objects: %s", bar[0])
+				if done, _ := strconv.Atoi(bar[2]); done%pageSize != 0 {
+					midPage++
+				}
 			}
+			Expect(midPage).To(BeNumerically(">", 0), "objects count as they are written, not a page at a time:\n%s", screen)
 			Expect(bars[len(bars)-1][1:3]).To(Equal([]string{"100", fmt.Sprint(n)}), "the last bar is full")
 			Expect(screen).To(ContainSubstring("\r"), "the bar is redrawn in place")
 			Expect(screen).To(MatchRegexp(`ETA \d+`))
@@ -130,8 +138,16 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 			plain := run("migrate", f.crd.Name, "--page-size", "20")
 			Expect(plain.ExitCode()).To(BeZero())
 			lines := strings.Split(strings.TrimSpace(string(plain.Err.Contents())), "\n")
-			Expect(len(lines)).To(BeNumerically(">=", n/20), "a line a page")
-			Expect(lines).To(ContainElement(MatchRegexp(`^` + regexp.QuoteMeta(f.crd.Name) + `: 20/60 \(33%\), 20 rewritten, 0 skipped, 0 failed, \d+ writers, \d+ objects/s`)))
+			name := regexp.QuoteMeta(f.crd.Name)
+			Expect(lines).To(ContainElement(MatchRegexp(`^` + name + `: 20/60 \(33%\), 20 rewritten, 0 skipped, 0 failed, \d+ writers, \d+ objects/s`)))
+			// A line a page of progress (two pages done at once make one),
+			// then one as the catch-up sweep starts and one as it ends.
+			Expect(len(lines)).To(BeNumerically("<=", n/20+2), "at most a line a page:\n%s", plain.Err.Contents())
+			Expect(lines[len(lines)-3:]).To(HaveExactElements(
+				MatchRegexp(`^`+name+`: 60/60 \(100%\), 60 rewritten, 0 skipped, 0 failed, \d+ writers, \d+ objects/s, ETA 0s$`),
+				Equal(f.crd.Name+": every listed object done; catch-up sweep of the objects written during the run started"),
+				Equal(f.crd.Name+": catch-up sweep done: 0 objects written during the run caught up")))
+			Expect(string(plain.Err.Contents())).NotTo(ContainSubstring("catching up"), "no repeated sweep lines")
 			Expect(string(plain.Err.Contents())).NotTo(ContainSubstring("\r"), "no bar")
 			Expect(string(plain.Out.Contents())).To(ContainSubstring(fmt.Sprintf("%d listed, %d rewritten", n, n)))
 
@@ -239,6 +255,12 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 			f := newFixture(ctx, 3)
 			notSnapshot := filepath.Join(GinkgoT().TempDir(), "notes.txt")
 			Expect(os.WriteFile(notSnapshot, []byte("hello"), 0o600)).To(Succeed())
+			var gz bytes.Buffer
+			zw := gzip.NewWriter(&gz)
+			_, _ = zw.Write([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`))
+			Expect(zw.Close()).To(Succeed())
+			otherKind := filepath.Join(GinkgoT().TempDir(), "configmap.json.gz")
+			Expect(os.WriteFile(otherKind, gz.Bytes(), 0o600)).To(Succeed())
 			good := snapshotFile()
 			Expect(run("verify", f.crd.Name, "--snapshot", good).ExitCode()).To(BeZero())
 			for _, tc := range []struct {
@@ -247,6 +269,7 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 			}{
 				{[]string{"nothing.example.graduator.io", "--against", good}, `"nothing.example.graduator.io" not found`},
 				{[]string{f.crd.Name, "--against", notSnapshot}, "not a snapshot"},
+				{[]string{f.crd.Name, "--against", otherKind}, `not a snapshot: its first record is of kind "ConfigMap", a snapshot's is "GraduatorSnapshot"`},
 				{[]string{f.crd.Name, "--against", filepath.Join(GinkgoT().TempDir(), "missing.json.gz")}, "no such file"},
 				{[]string{f.crd.Name, "--against", good, "--at", "v2"}, "was read at v1: compare at the same version"},
 				{[]string{f.crd.Name, "--snapshot", good, "--at", "v9"}, "does not serve version v9"},
@@ -258,6 +281,7 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 				session := run(append([]string{"verify"}, tc.args...)...)
 				Expect(session.ExitCode()).To(Equal(2), "verify %v", tc.args)
 				Expect(string(session.Err.Contents())).To(ContainSubstring(tc.says), "verify %v", tc.args)
+				Expect(string(session.Err.Contents())).NotTo(ContainSubstring("{Kind:"), "no Go struct in an error")
 			}
 		})
 	})
@@ -282,7 +306,7 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 			}
 			setStatus(`{"phase":"SwitchingStorage"}`)
 
-			t := startInTerminal("status", "--watch")
+			t := startInTerminal("status", "--watch", "-o", "wide")
 			row := func(phase string) string {
 				return `(?m)` + regexp.QuoteMeta(f.crd.Name) + ` .*` + phase
 			}
@@ -299,7 +323,7 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 
 			// A change of the CRD itself redraws too: its storage version and drift.
 			Expect(envtestutil.SetStorageVersion(ctx, k8sClient, f.crd.Name, "v2")).To(Succeed())
-			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(`(?m)` + regexp.QuoteMeta(f.crd.Name) + ` +v2 +v1,v2 +v1,v2 +- +stale: v1 `))
+			Eventually(t.out).WithTimeout(20 * time.Second).Should(gbytes.Say(`(?m)` + regexp.QuoteMeta(f.crd.Name) + ` +v2 +v1,v2 +v1,v2 +- +v1 `))
 
 			Expect(t.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
 			Expect(t.wait()).To(BeZero(), "Ctrl-C leaves cleanly")

@@ -14,13 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -29,12 +30,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graduator/graduator/access"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/snapshot"
 )
 
 // migrateSummary is what `graduator migrate -o json` prints.
@@ -54,8 +57,8 @@ type migrateSummary struct {
 	Verified *verifyResult `json:"verified,omitempty"`
 }
 
-// migrateOptions is `graduator migrate` in kubectl's plugin shape.
-type migrateOptions struct {
+// MigrateOptions is `graduator migrate` in kubectl's plugin shape.
+type MigrateOptions struct {
 	flags *genericclioptions.ConfigFlags
 	genericiooptions.IOStreams
 
@@ -74,8 +77,17 @@ type migrateOptions struct {
 	crd     apiextensionsv1.CustomResourceDefinition
 }
 
-func newMigrateCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &migrateOptions{flags: flags, IOStreams: streams}
+// NewMigrateOptions returns the options of `graduator migrate` with their
+// defaults, reading the kubeconfig through flags.
+func NewMigrateOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *MigrateOptions {
+	return &MigrateOptions{flags: flags, IOStreams: streams,
+		engine:  migration.Options{Concurrency: migration.DefaultConcurrency, PageSize: migration.DefaultPageSize},
+		writeTo: string(migration.WriteToObject)}
+}
+
+// NewCmdMigrate is `graduator migrate CRD`.
+func NewCmdMigrate(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewMigrateOptions(flags, streams)
 	cmd := &cobra.Command{
 		Use:   "migrate CRD",
 		Short: "Rewrite every object of a CRD in its storage version, then optionally prune storedVersions",
@@ -84,9 +96,11 @@ etcd holds it in the CRD's current storage version. With --prune, and only when 
 object was rewritten, status.storedVersions is then set to the storage version, after
 which old versions can be removed from the CRD.
 
-On a terminal a progress bar shows the total (from the API server's remainingItemCount),
-percent, rate, ETA, writers in flight and failures; otherwise a line a page is printed
-(a JSON object a page with -o json), on stderr. --quiet prints only the summary.
+On a terminal a progress bar shows the objects done as they are written, the total (from
+the API server's remainingItemCount), percent, rate (over the last 10 s), ETA, writers in
+flight and failures. Otherwise a line is printed on stderr for each page of progress, one
+when the catch-up sweep of objects written during the run starts and one when it ends (a
+JSON object a page with -o json). --quiet prints only the summary.
 
 With --verify, every object is read at each served version before the run and compared
 after it (see graduator verify); storedVersions is not pruned when an object differs.
@@ -98,30 +112,30 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
   kubectl graduator migrate pizzas.restaurant.example.com --qps 50 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Validate(); err != nil {
+			if err := o.Complete(args); err != nil {
 				return err
 			}
-			if err := o.Complete(cmd.Context(), args[0]); err != nil {
-				return err
+			if err := o.Validate(); err != nil {
+				return usageError(err)
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", migration.DefaultConcurrency,
+	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", o.engine.Concurrency,
 		"Upper bound on writes in flight; the number adapts below it to what the API server takes.")
-	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", migration.DefaultPageSize, "Objects per LIST page.")
+	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
 	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
 	cmd.Flags().BoolVar(&o.prune, "prune", false, "Prune status.storedVersions to the storage version after a complete run without failures.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json prints the final counts (and a JSON object a page on stderr).")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "Print nothing until the summary.")
-	cmd.Flags().StringVar(&o.writeTo, "write-to", string(migration.WriteToObject),
+	cmd.Flags().StringVar(&o.writeTo, "write-to", o.writeTo,
 		"Where the no-op writes go: Object, or Status (the /status subresource) for CRDs whose admission webhooks reject no-op writes to the object.")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "Snapshot every object before the run and compare after it; do not prune when one differs.")
 	return cmd
 }
 
 // Validate refuses bad flags before anything is read.
-func (o *migrateOptions) Validate() error {
+func (o *MigrateOptions) Validate() error {
 	switch {
 	case o.output != "" && o.output != "json":
 		return fmt.Errorf("unknown output format %q: use json or leave it out", o.output)
@@ -152,9 +166,9 @@ func checkWriteTarget(crd *apiextensionsv1.CustomResourceDefinition, version str
 	return nil
 }
 
-// Complete builds the clients and reads the CRD.
-func (o *migrateOptions) Complete(ctx context.Context, crdName string) error {
-	o.crdName = crdName
+// Complete takes the CRD's name and builds the clients; nothing is read yet.
+func (o *MigrateOptions) Complete(args []string) error {
+	o.crdName = args[0]
 	cfg, err := restConfig(o.flags)
 	if err != nil {
 		return err
@@ -169,17 +183,18 @@ func (o *migrateOptions) Complete(ctx context.Context, crdName string) error {
 	if o.dyn, err = dynamic.NewForConfig(cfg); err != nil {
 		return err
 	}
-	if err := o.client.Get(ctx, client.ObjectKey{Name: crdName}, &o.crd); err != nil {
-		return fmt.Errorf("get CustomResourceDefinition %s: %w", crdName, err)
-	}
 	o.engine.Config = cfg
 	o.engine.QPS = float32(o.qps)
 	o.engine.WriteTo = migration.WriteTarget(o.writeTo)
 	return nil
 }
 
-// Run migrates, prunes when asked and allowed, and prints the summary.
-func (o *migrateOptions) Run(ctx context.Context) error {
+// Run reads the CRD, migrates, prunes when asked and allowed, and prints
+// the summary.
+func (o *MigrateOptions) Run(ctx context.Context) error {
+	if err := o.client.Get(ctx, client.ObjectKey{Name: o.crdName}, &o.crd); err != nil {
+		return fmt.Errorf("get CustomResourceDefinition %s: %w", o.crdName, err)
+	}
 	storage := graduation.StorageVersion(&o.crd)
 	opts := o.engine
 	opts.Resource = resourceAt(&o.crd, storage)
@@ -201,9 +216,9 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 		}
 	}
 	progress := newProgressReporter(o.ErrOut, o.crdName, pickProgressMode(o.ErrOut, o.quiet, o.output == "json"))
-	opts.OnProgress = progress.update
+	opts.OnProgress, opts.OnObject = progress.update, progress.object
 	result, err := migration.Run(ctx, o.dyn, opts)
-	progress.done()
+	progress.done(result)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
@@ -230,9 +245,7 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	}
 
 	if o.output == "json" {
-		enc := json.NewEncoder(o.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(summary); err != nil {
+		if err := printJSON(o.Out, summary, &printers.JSONPrinter{}); err != nil {
 			return err
 		}
 	} else {
@@ -240,7 +253,7 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	}
 	switch {
 	case result.Failed > 0:
-		return &exitError{code: 2, err: fmt.Errorf("%d objects of %s could not be rewritten", result.Failed, o.crdName)}
+		return &exitError{code: ExitBadInput, err: fmt.Errorf("%d objects of %s could not be rewritten", result.Failed, o.crdName)}
 	case pruneErr != nil:
 		return pruneErr
 	case summary.Verified.differ():
@@ -268,4 +281,53 @@ func printSummary(w io.Writer, s migrateSummary) {
 
 func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
+}
+
+// snapshotBefore snapshots every object at each served version, into
+// temporary files (compressed, streamed: not held in memory). Reading at
+// the old versions too is what catches a conversion that loses a field on
+// the way back.
+func (o *MigrateOptions) snapshotBefore(ctx context.Context) ([]versionSnapshot, error) {
+	dir, err := os.MkdirTemp("", "graduator-verify-")
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	var snaps []versionSnapshot
+	for _, version := range servedVersions(&o.crd) {
+		path := filepath.Join(dir, version+".json.gz")
+		snaps = append(snaps, versionSnapshot{version: version, path: path})
+		n, err := writeSnapshot(ctx, o.dyn, resourceAt(&o.crd, version), path)
+		if err != nil {
+			return snaps, fmt.Errorf("verify: %w", err)
+		}
+		if !o.quiet && o.output != "json" {
+			_, _ = fmt.Fprintf(o.ErrOut, "snapshot: %d objects of %s read at %s\n", n, o.crdName, version)
+		}
+	}
+	return snaps, nil
+}
+
+// verifyAfter compares every object with its snapshots, printing each
+// difference (text output) as it is found.
+func (o *MigrateOptions) verifyAfter(ctx context.Context, snaps []versionSnapshot) (*verifyResult, error) {
+	res := &verifyResult{}
+	for _, s := range snaps {
+		res.Versions = append(res.Versions, s.version)
+		p := newDifferencePrinter(o.Out, false)
+		p.prefix = "at " + s.version + ": "
+		if o.output == "json" {
+			p = &differencePrinter{collect: func(d snapshot.Difference) {
+				if len(res.First) < maxDifferencesKept {
+					res.First = append(res.First, versionDifference{Version: s.version, Difference: d})
+				}
+			}}
+		}
+		sum, err := compareSnapshot(ctx, o.dyn, s.path, p)
+		if err != nil {
+			return nil, fmt.Errorf("verify %s at %s: %w", o.crdName, s.version, err)
+		}
+		res.Identical = max(res.Identical, sum.Identical)
+		res.Differences += sum.Differences()
+	}
+	return res, nil
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -24,6 +24,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/term"
@@ -37,7 +38,8 @@ type progressMode int
 const (
 	// progressBar redraws one line on a terminal.
 	progressBar progressMode = iota
-	// progressLines prints one plain line a page (CI logs).
+	// progressLines prints one plain line a page of progress (CI logs), and
+	// one when the catch-up sweep starts and one when it ends.
 	progressLines
 	// progressJSON prints one JSON object a page.
 	progressJSON
@@ -73,30 +75,30 @@ func terminalWidth(w io.Writer) int {
 	return 80
 }
 
-// figures are the numbers a progress report shows, derived from the
-// engine's Progress.
+// figures are the numbers a progress report shows.
 type figures struct {
-	// Done counts the objects of done pages: rewritten, skipped or failed.
+	// Done counts the objects of the main pass handled so far: rewritten,
+	// skipped or failed, counted as each is written rather than as its page
+	// completes.
 	Done int64
-	// Total is Done plus the API server's count of objects not listed yet
-	// (remainingItemCount), so it follows objects created or deleted during
-	// the run; -1 while unknown.
+	// Total is the objects listed plus the API server's count of objects not
+	// listed yet (remainingItemCount), so it follows objects created or
+	// deleted during the run; -1 while unknown.
 	Total int64
 	// Percent of Total done; -1 while Total is unknown.
 	Percent float64
-	// Rate in objects a second since the start.
+	// Rate in objects a second, smoothed over rateWindow.
 	Rate float64
 	// ETA is the time left at Rate; -1 while unknown.
 	ETA time.Duration
 }
 
-func figuresOf(p migration.Progress, elapsed time.Duration) figures {
-	f := figures{Done: p.Rewritten + p.Skipped + p.Failed, Total: -1, Percent: -1, ETA: -1}
+// figuresOf derives the figures from the engine's last Progress, the live
+// count of objects done and the smoothed rate.
+func figuresOf(p migration.Progress, done int64, rate float64) figures {
+	f := figures{Done: max(done, p.Rewritten+p.Skipped+p.Failed), Total: -1, Percent: -1, Rate: rate, ETA: -1}
 	if p.Remaining >= 0 {
 		f.Total = max(p.Listed+p.Remaining, f.Done)
-	}
-	if elapsed > 0 {
-		f.Rate = float64(f.Done) / elapsed.Seconds()
 	}
 	if f.Total > 0 {
 		f.Percent = 100 * float64(f.Done) / float64(f.Total)
@@ -112,14 +114,46 @@ func figuresOf(p migration.Progress, elapsed time.Duration) figures {
 	return f
 }
 
+// rateWindow is how far back the rate looks: long enough that a page's
+// pause does not sag it, short enough to follow the adaptive limit.
+const rateWindow = 10 * time.Second
+
+// rateMeter is the rate of objects done over the last rateWindow, from
+// samples taken at each redraw; over the whole run while it is shorter.
+type rateMeter struct {
+	samples []sample
+}
+
+type sample struct {
+	at   time.Duration // since the start
+	done int64
+}
+
+// add records that done objects were done at, and returns the rate.
+func (m *rateMeter) add(at time.Duration, done int64) float64 {
+	if len(m.samples) == 0 {
+		m.samples = append(m.samples, sample{})
+	}
+	m.samples = append(m.samples, sample{at: at, done: done})
+	// Keep one sample at or before the window's start.
+	for len(m.samples) > 2 && m.samples[1].at <= at-rateWindow {
+		m.samples = m.samples[1:]
+	}
+	first := m.samples[0]
+	if at <= first.at {
+		return 0
+	}
+	return float64(done-first.done) / (at - first.at).Seconds()
+}
+
 // renderBar is the progress bar's line, at most width columns wide:
 //
 //	migrating widgets.example.com [=======>        ]  45% 1350/3000  267/s  ETA 6s  writers 12  failed 0
 //
 // The bar gets the columns the figures leave; it goes first when the
-// terminal is narrow, then the name.
-func renderBar(name string, p migration.Progress, width int, elapsed time.Duration) string {
-	f := figuresOf(p, elapsed)
+// terminal is narrow, then the name. While the catch-up sweep runs it says
+// so; the final bar names the objects caught up only when there were some.
+func renderBar(name string, p migration.Progress, f figures, width int, final bool) string {
 	var figs []string
 	if f.Total >= 0 {
 		figs = append(figs, fmt.Sprintf("%3.0f%% %d/%d", math.Floor(f.Percent), f.Done, f.Total))
@@ -131,8 +165,11 @@ func renderBar(name string, p migration.Progress, width int, elapsed time.Durati
 		figs = append(figs, "ETA "+f.ETA.String())
 	}
 	figs = append(figs, fmt.Sprintf("writers %d", p.Writers), fmt.Sprintf("failed %d", p.Failed))
-	if p.CatchUp {
+	switch {
+	case p.CatchUp && !final:
 		figs = append(figs, fmt.Sprintf("catching up %d", p.CaughtUp))
+	case p.CaughtUp > 0:
+		figs = append(figs, fmt.Sprintf("caught up %d", p.CaughtUp))
 	}
 	tail := strings.Join(figs, "  ")
 	prefix := "migrating " + name + " "
@@ -164,11 +201,10 @@ func truncate(s string, width int) string {
 	return s
 }
 
-// renderLine is one plain line a page, for logs:
+// renderLine is one plain line a page of progress, for logs:
 //
 //	widgets.example.com: 1350/3000 (45%), 1350 rewritten, 0 skipped, 0 failed, 12 writers, 267 objects/s, ETA 6s
-func renderLine(name string, p migration.Progress, elapsed time.Duration) string {
-	f := figuresOf(p, elapsed)
+func renderLine(name string, p migration.Progress, f figures) string {
 	done := fmt.Sprintf("%d/?", f.Done)
 	if f.Total >= 0 {
 		done = fmt.Sprintf("%d/%d (%.0f%%)", f.Done, f.Total, math.Floor(f.Percent))
@@ -177,9 +213,6 @@ func renderLine(name string, p migration.Progress, elapsed time.Duration) string
 		name, done, p.Rewritten, p.Skipped, p.Failed, p.Writers, f.Rate)
 	if f.ETA >= 0 {
 		line += ", ETA " + f.ETA.String()
-	}
-	if p.CatchUp {
-		line += fmt.Sprintf(", catching up: %d written during the run rewritten", p.CaughtUp)
 	}
 	return line
 }
@@ -202,8 +235,7 @@ type progressRecord struct {
 	ElapsedSeconds   float64 `json:"elapsedSeconds"`
 }
 
-func progressRecordOf(name string, p migration.Progress, elapsed time.Duration) progressRecord {
-	f := figuresOf(p, elapsed)
+func progressRecordOf(name string, p migration.Progress, f figures, elapsed time.Duration) progressRecord {
 	round := func(v float64) float64 { return math.Round(v*10) / 10 }
 	return progressRecord{
 		CRD: name, Done: f.Done, Total: f.Total, Percent: round(f.Percent), Listed: p.Listed,
@@ -212,27 +244,41 @@ func progressRecordOf(name string, p migration.Progress, elapsed time.Duration) 
 	}
 }
 
-// progressReporter shows a run's progress on w (stderr): a bar redrawn
-// each page and every redrawEvery on a terminal, so rate and ETA move
-// between pages; a line or a JSON object a page otherwise; nothing when
-// quiet.
+// progressReporter shows a run's progress on w (stderr). On a terminal, a
+// bar redrawn every redrawEvery from the objects done so far (the engine's
+// OnObject), so the count, rate and ETA move between pages. Off a
+// terminal, a line a page that made progress, one when the catch-up sweep
+// starts and one when it ends; a JSON object a page with -o json; nothing
+// when quiet.
 type progressReporter struct {
 	w     io.Writer
 	mode  progressMode
 	name  string
 	start time.Time
+	now   func() time.Time
 
-	mu   sync.Mutex
-	last migration.Progress
-	seen bool
-	stop chan struct{}
-	wg   sync.WaitGroup
+	// live counts the main pass's objects done, as each is.
+	live atomic.Int64
+
+	mu       sync.Mutex
+	last     migration.Progress
+	seen     bool
+	rate     rateMeter
+	lastRate float64
+	// printed is the Done of the last line printed (progressLines).
+	printed int64
+	// sweeping is set once the catch-up sweep started.
+	sweeping bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 const redrawEvery = 250 * time.Millisecond
 
 func newProgressReporter(w io.Writer, crdName string, mode progressMode) *progressReporter {
-	r := &progressReporter{w: w, mode: mode, name: crdName, start: time.Now(), stop: make(chan struct{})}
+	r := &progressReporter{w: w, mode: mode, name: crdName, now: time.Now, stop: make(chan struct{}), printed: -1,
+		last: migration.Progress{Remaining: -1}} // no total before the first page
+	r.start = r.now()
 	if mode == progressBar {
 		r.wg.Add(1)
 		go func() {
@@ -245,8 +291,9 @@ func newProgressReporter(w io.Writer, crdName string, mode progressMode) *progre
 					return
 				case <-tick.C:
 					r.mu.Lock()
-					if r.seen {
-						r.draw()
+					r.sample()
+					if r.seen || r.live.Load() > 0 {
+						r.draw(false)
 					}
 					r.mu.Unlock()
 				}
@@ -256,35 +303,79 @@ func newProgressReporter(w io.Writer, crdName string, mode progressMode) *progre
 	return r
 }
 
-// update is the engine's OnProgress.
+// object is the engine's OnObject: one more object of the main pass done.
+// It is called concurrently by the writers.
+func (r *progressReporter) object() { r.live.Add(1) }
+
+// sample takes the rate from the objects done now; r.mu is held.
+func (r *progressReporter) sample() {
+	done := max(r.live.Load(), r.last.Rewritten+r.last.Skipped+r.last.Failed)
+	r.lastRate = r.rate.add(r.now().Sub(r.start), done)
+}
+
+// figures are the figures now; r.mu is held.
+func (r *progressReporter) figures() figures {
+	return figuresOf(r.last, r.live.Load(), r.lastRate)
+}
+
+// update is the engine's OnProgress, called each time a page is done.
 func (r *progressReporter) update(p migration.Progress) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.last, r.seen = p, true
-	elapsed := time.Since(r.start)
+	r.sample()
 	switch r.mode {
 	case progressBar:
-		r.draw()
+		r.draw(false)
 	case progressLines:
-		_, _ = fmt.Fprintln(r.w, renderLine(r.name, p, elapsed))
+		r.printLines(p)
 	case progressJSON:
-		_ = json.NewEncoder(r.w).Encode(progressRecordOf(r.name, p, elapsed))
+		// A record a page: the page's counts, which a resumed run keeps.
+		_ = json.NewEncoder(r.w).Encode(progressRecordOf(r.name, p, figuresOf(p, 0, r.lastRate), r.now().Sub(r.start)))
+	}
+}
+
+// printLines prints a line for a page that moved the main pass, and one
+// when the catch-up sweep starts; r.mu is held.
+func (r *progressReporter) printLines(p migration.Progress) {
+	pageDone := p.Rewritten + p.Skipped + p.Failed
+	if !p.CatchUp && pageDone > r.printed {
+		r.printed = pageDone
+		f := figuresOf(p, pageDone, r.lastRate)
+		_, _ = fmt.Fprintln(r.w, renderLine(r.name, p, f))
+	}
+	// The main pass is done when its last page is (no continue token left);
+	// the sweep then starts.
+	if !r.sweeping && (p.CatchUp || p.Continue == "") {
+		r.sweeping = true
+		_, _ = fmt.Fprintf(r.w, "%s: every listed object done; catch-up sweep of the objects written during the run started\n", r.name)
 	}
 }
 
 // draw redraws the bar; r.mu is held.
-func (r *progressReporter) draw() {
-	_, _ = fmt.Fprintf(r.w, "\r%s\x1b[K", renderBar(r.name, r.last, terminalWidth(r.w)-1, time.Since(r.start)))
+func (r *progressReporter) draw(final bool) {
+	f := r.figures()
+	if final { // the run's own counts, as the summary's
+		f = figuresOf(r.last, 0, r.lastRate)
+	}
+	_, _ = fmt.Fprintf(r.w, "\r%s\x1b[K", renderBar(r.name, r.last, f, terminalWidth(r.w)-1, final))
 }
 
-// done stops redrawing and leaves the bar's last state on its line.
-func (r *progressReporter) done() {
+// done stops redrawing and leaves the bar's last state on its line, or
+// ends the lines with the sweep's; res is what the run returned.
+func (r *progressReporter) done(res migration.Result) {
 	close(r.stop)
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mode == progressBar && r.seen {
-		r.draw()
+	switch {
+	case r.mode == progressBar && (r.seen || r.live.Load() > 0):
+		r.last = res.Progress
+		r.draw(true)
 		_, _ = fmt.Fprintln(r.w)
+	case r.mode == progressLines && r.sweeping && res.Complete:
+		_, _ = fmt.Fprintf(r.w, "%s: catch-up sweep done: %d objects written during the run caught up\n", r.name, res.CaughtUp)
+	case r.mode == progressLines && r.sweeping:
+		_, _ = fmt.Fprintf(r.w, "%s: catch-up sweep stopped: %d objects written during the run caught up so far\n", r.name, res.CaughtUp)
 	}
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package cli
 
 import (
 	"context"
@@ -78,8 +78,8 @@ type CRDStatus struct {
 	ETA string `json:"eta,omitempty"`
 }
 
-// statusOptions is `graduator status` in kubectl's plugin shape.
-type statusOptions struct {
+// StatusOptions is `graduator status` in kubectl's plugin shape.
+type StatusOptions struct {
 	flags *genericclioptions.ConfigFlags
 	genericiooptions.IOStreams
 	output string
@@ -99,8 +99,15 @@ type statusOptions struct {
 	crdsStale bool
 }
 
-func newStatusCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &statusOptions{flags: flags, IOStreams: streams}
+// NewStatusOptions returns the options of `graduator status`, reading the
+// kubeconfig through flags.
+func NewStatusOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *StatusOptions {
+	return &StatusOptions{flags: flags, IOStreams: streams, output: "table"}
+}
+
+// NewCmdStatus is `graduator status [CRD]`.
+func NewCmdStatus(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewStatusOptions(flags, streams)
 	cmd := &cobra.Command{
 		Use:   "status [CRD]",
 		Short: "Show the storage and served versions of every CRD, drift, and each policy's phase",
@@ -113,43 +120,47 @@ With a CRD's name, shows that CRD in detail: its policy's conditions with their 
 messages, the migration's counts and first failures, and the policy's latest Events: what
 to read when a graduation is blocked.
 
+The table fits 120 columns: -o wide adds the stored, served and deprecated versions, the
+policy's name and the migration's writers.
+
 With --watch (-w), redraws whenever a CRD or a policy changes, until Ctrl-C.`,
 		Example: `  graduator status
   graduator status -w
+  graduator status -o wide
   graduator status pizzas.restaurant.example.com -w
   graduator status -o yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) == 1 {
-				o.crdName = args[0]
+			if err := o.Complete(args); err != nil {
+				return err
 			}
 			if err := o.Validate(); err != nil {
-				return err
-			}
-			if err := o.Complete(); err != nil {
-				return err
+				return usageError(err)
 			}
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "table", "Output format: table, json or yaml.")
+	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "Output format: table, wide (more columns), json or yaml.")
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing, redraw whenever a CRD or a policy changes, until Ctrl-C.")
 	return cmd
 }
 
 // Validate refuses an unknown output format before anything is read.
-func (o *statusOptions) Validate() error {
+func (o *StatusOptions) Validate() error {
 	switch {
-	case o.output != "table" && o.output != "json" && o.output != "yaml":
-		return fmt.Errorf("unknown output format %q: use table, json or yaml", o.output)
-	case o.watch && o.output != "table":
+	case o.output != "table" && o.output != "wide" && o.output != "json" && o.output != "yaml":
+		return fmt.Errorf("unknown output format %q: use table, wide, json or yaml", o.output)
+	case o.watch && o.output != "table" && o.output != "wide":
 		return fmt.Errorf("--watch redraws the table; -o %s prints the same data once", o.output)
 	}
 	return nil
 }
 
-// Complete builds the clients.
-func (o *statusOptions) Complete() error {
+// Complete takes the CRD's name, if any, and builds the clients.
+func (o *StatusOptions) Complete(args []string) error {
+	if len(args) == 1 {
+		o.crdName = args[0]
+	}
 	cfg, err := restConfig(o.flags)
 	if err != nil {
 		return err
@@ -171,7 +182,7 @@ func (o *statusOptions) Complete() error {
 
 // Run reads the CRDs and policies and prints them, once or, with --watch,
 // at every change.
-func (o *statusOptions) Run(ctx context.Context) error {
+func (o *StatusOptions) Run(ctx context.Context) error {
 	if o.watch {
 		return o.watchAndRedraw(ctx)
 	}
@@ -179,7 +190,7 @@ func (o *statusOptions) Run(ctx context.Context) error {
 }
 
 // print reads the CRDs and policies and prints them to w.
-func (o *statusOptions) print(ctx context.Context, w io.Writer) error {
+func (o *StatusOptions) print(ctx context.Context, w io.Writer) error {
 	if o.crdName != "" {
 		return o.describeCRD(ctx, w, o.crdName)
 	}
@@ -196,17 +207,18 @@ func (o *statusOptions) print(ctx context.Context, w io.Writer) error {
 	}
 	switch o.output {
 	case "json":
-		return printData(w, rows, &printers.JSONPrinter{})
+		return printJSON(w, rows, &printers.JSONPrinter{})
 	case "yaml":
-		return printData(w, rows, &printers.YAMLPrinter{})
+		return printJSON(w, rows, &printers.YAMLPrinter{})
 	}
-	return printStatusTable(w, rows)
+	return printStatusTable(w, rows, o.output == "wide")
 }
 
-// printData prints rows through one of cli-runtime's printers: they take
-// runtime objects, and our rows are not one, so they go as raw JSON.
-func printData(w io.Writer, rows []CRDStatus, p printers.ResourcePrinter) error {
-	data, err := json.Marshal(rows)
+// printJSON prints v through one of cli-runtime's printers (JSON or
+// YAML): they take runtime objects, and our rows and summaries are not
+// one, so they go as raw JSON.
+func printJSON(w io.Writer, v any, p printers.ResourcePrinter) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -379,13 +391,10 @@ func addPolicy(row *CRDStatus, p *graduatorv1alpha1.CRDVersionPolicy, decodeErr 
 		return
 	}
 	row.Policy = p.Name
-	if fleet := p.Labels["graduator.io/fleet"]; fleet != "" {
+	if fleet := p.Labels[fleetLabel]; fleet != "" {
 		row.Policy = fleet + " (selector)"
 	}
-	row.PolicyPhase = string(p.Status.Phase)
-	if row.PolicyPhase == "" {
-		row.PolicyPhase = "Pending"
-	}
+	row.PolicyPhase = phaseOf(p)
 	if run := p.Status.Migration; run != nil && p.Status.Phase == graduatorv1alpha1.PhaseMigrating {
 		row.Progress, _ = migrationProgress(run, -1, time.Time{})
 		row.Writers = run.Writers
@@ -395,20 +404,30 @@ func addPolicy(row *CRDStatus, p *graduatorv1alpha1.CRDVersionPolicy, decodeErr 
 	}
 }
 
+// fleetLabel marks a policy a selector policy generated (the operator's
+// controllers.FleetLabel; that package is not imported for a constant).
+const fleetLabel = "graduator.io/fleet"
+
+// phaseOf is a policy's phase as the status shows it: Pending before the
+// operator wrote one.
+func phaseOf(p *graduatorv1alpha1.CRDVersionPolicy) string {
+	if p.Status.Phase == "" {
+		return "Pending"
+	}
+	return string(p.Status.Phase)
+}
+
 // printStatusTable prints the rows through cli-runtime's table printer, as
-// kubectl get does.
-func printStatusTable(w io.Writer, rows []CRDStatus) error {
+// kubectl get does. The default columns fit 120; wide adds the rarer ones
+// (priority 1, as kubectl's -o wide).
+func printStatusTable(w io.Writer, rows []CRDStatus, wide bool) error {
 	table := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
-		{Name: "CRD", Type: "string"}, {Name: "Storage", Type: "string"}, {Name: "Stored", Type: "string"},
-		{Name: "Served", Type: "string"}, {Name: "Deprecated", Type: "string"}, {Name: "Drift", Type: "string"},
-		{Name: "Policy", Type: "string"}, {Name: "Phase", Type: "string"}, {Name: "Progress", Type: "string"},
-		{Name: "Writers", Type: "string"}, {Name: "ETA", Type: "string"}, {Name: "Reason", Type: "string"},
+		{Name: "CRD", Type: "string"}, {Name: "Storage", Type: "string"}, {Name: "Stored", Type: "string", Priority: 1},
+		{Name: "Served", Type: "string", Priority: 1}, {Name: "Deprecated", Type: "string", Priority: 1}, {Name: "Drift", Type: "string"},
+		{Name: "Policy", Type: "string", Priority: 1}, {Name: "Phase", Type: "string"}, {Name: "Progress", Type: "string"},
+		{Name: "Writers", Type: "string", Priority: 1}, {Name: "ETA", Type: "string"}, {Name: "Reason", Type: "string"},
 	}}
 	for _, r := range rows {
-		drift := "-"
-		if len(r.Drift) > 0 {
-			drift = "stale: " + strings.Join(r.Drift, ",")
-		}
 		writers := "-"
 		if r.Writers > 0 {
 			writers = fmt.Sprint(r.Writers)
@@ -418,11 +437,11 @@ func printStatusTable(w io.Writer, rows []CRDStatus) error {
 			reason = "cannot decode the policy: " + r.PolicyError
 		}
 		table.Rows = append(table.Rows, metav1.TableRow{Cells: []any{
-			r.Name, orDash(r.StorageVersion), list(r.StoredVersions), list(r.Served), list(r.Deprecated), drift, orDash(r.Policy),
+			r.Name, orDash(r.StorageVersion), list(r.StoredVersions), list(r.Served), list(r.Deprecated), list(r.Drift), orDash(r.Policy),
 			orDash(r.PolicyPhase), orDash(r.Progress), writers, orDash(r.ETA), reason,
 		}})
 	}
-	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(table, w)
+	return printers.NewTablePrinter(printers.PrintOptions{Wide: wide}).PrintObj(table, w)
 }
 
 func list(s []string) string {

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package cli
 
 import (
 	"bytes"
@@ -67,13 +67,59 @@ func TestStatusRowsShowWhyAndHideNothing(t *testing.T) {
 		t.Errorf("a policy without its CRD is listed: %+v", r)
 	}
 	var out bytes.Buffer
-	if err := printStatusTable(&out, rows); err != nil {
+	if err := printStatusTable(&out, rows, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"REASON", "ConversionFailed", "cannot decode the policy: json: cannot unmarshal"} {
 		if !bytes.Contains(out.Bytes(), []byte(want)) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The README's example row, in a migration, fits 120 columns by default;
+// -o wide adds the stored, served and deprecated versions, the policy and
+// the writers.
+func TestTheStatusTableFits120ColumnsAndWideShowsTheRest(t *testing.T) {
+	rows := []CRDStatus{{
+		Name: "pizzas.restaurant.example.com", StorageVersion: "v1beta1", StoredVersions: []string{"v1alpha1", "v1beta1"},
+		Served: []string{"v1alpha1", "v1beta1"}, Deprecated: []string{"v1alpha1"}, Drift: []string{"v1alpha1"},
+		Policy: "pizzas.restaurant.example.com", PolicyPhase: "Migrating", Progress: "1450/3000 (48%)", Writers: 24, ETA: "5s",
+		Reason: "ConversionFailed",
+	}, {Name: "widgets.example.com", StorageVersion: "v1", StoredVersions: []string{"v1"}, Served: []string{"v1"}}}
+	var narrow, wide bytes.Buffer
+	if err := printStatusTable(&narrow, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := printStatusTable(&wide, rows, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(narrow.String()), "\n") {
+		if len(line) > 120 {
+			t.Errorf("%d columns, want at most 120:\n%s", len(line), narrow.String())
+		}
+	}
+	header := strings.Fields(strings.SplitN(narrow.String(), "\n", 2)[0])
+	if want := []string{"CRD", "STORAGE", "DRIFT", "PHASE", "PROGRESS", "ETA", "REASON"}; strings.Join(header, " ") != strings.Join(want, " ") {
+		t.Errorf("default columns %v, want %v", header, want)
+	}
+	header = strings.Fields(strings.SplitN(wide.String(), "\n", 2)[0])
+	if want := []string{"CRD", "STORAGE", "STORED", "SERVED", "DEPRECATED", "DRIFT", "POLICY", "PHASE", "PROGRESS", "WRITERS", "ETA", "REASON"}; strings.Join(header, " ") != strings.Join(want, " ") {
+		t.Errorf("wide columns %v, want %v", header, want)
+	}
+	if !strings.Contains(wide.String(), "24") {
+		t.Errorf("wide shows the writers:\n%s", wide.String())
+	}
+}
+
+func TestTheDescriptionOfAPolicyWithoutAPhaseSaysPending(t *testing.T) {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "pizzas.restaurant.example.com"}}
+	var out bytes.Buffer
+	if err := writeDescription(&out, crd, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}, nil, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Policy:           pizzas.restaurant.example.com, phase Pending\n") {
+		t.Errorf("as the table says, the phase is Pending:\n%s", out.String())
 	}
 }
 

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package cli
 
 import (
 	"context"
@@ -24,10 +24,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,24 +40,36 @@ import (
 	"github.com/graduator/graduator/snapshot"
 )
 
-// verifyOptions is `graduator verify` in kubectl's plugin shape.
-type verifyOptions struct {
+// VerifyOptions is `graduator verify` in kubectl's plugin shape.
+type VerifyOptions struct {
 	flags *genericclioptions.ConfigFlags
 	genericiooptions.IOStreams
 
-	at       string
-	write    string // --snapshot FILE
-	against  string // --against FILE
+	at string
+	// snapshotPath is --snapshot FILE, the snapshot to write.
+	snapshotPath string
+	// against is --against FILE, the snapshot to compare with.
+	against  string
 	output   string
 	crdName  string
 	resource schema.GroupVersionResource
 	reader   *snapshot.Reader
 	file     *os.File
 	dyn      dynamic.Interface
+	// crdClient reads the CRD.
+	crdClient apiextensionsclient.Interface
 }
 
-func newVerifyCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &verifyOptions{flags: flags, IOStreams: streams}
+// NewVerifyOptions returns the options of `graduator verify`, reading the
+// kubeconfig through flags.
+func NewVerifyOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *VerifyOptions {
+	return &VerifyOptions{flags: flags, IOStreams: streams}
+}
+
+// NewCmdVerify is `graduator verify CRD`. Every error but differences
+// exits 2, usage errors included.
+func NewCmdVerify(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewVerifyOptions(flags, streams)
 	cmd := &cobra.Command{
 		Use:   "verify CRD (--snapshot FILE | --against FILE) [--at VERSION]",
 		Short: "Prove a migration kept every object's content: snapshot a CRD's objects, then compare them",
@@ -81,19 +93,17 @@ any other error, as kubectl diff does.`,
   graduator verify pizzas.restaurant.example.com --against before.json.gz`,
 		Args: func(cmd *cobra.Command, args []string) error { return badInput(cobra.ExactArgs(1)(cmd, args)) },
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.crdName = args[0]
+			if err := o.Complete(args); err != nil {
+				return badInput(err)
+			}
 			if err := o.Validate(); err != nil {
 				return badInput(err)
 			}
-			if err := o.Complete(cmd.Context()); err != nil {
-				return badInput(err)
-			}
-			defer o.close()
 			return o.Run(cmd.Context())
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
-	cmd.Flags().StringVar(&o.write, "snapshot", "", "Write a snapshot of every object to this file (gzip, one JSON record an object).")
+	cmd.Flags().StringVar(&o.snapshotPath, "snapshot", "", "Write a snapshot of every object to this file (gzip, one JSON record an object).")
 	cmd.Flags().StringVar(&o.against, "against", "", "Compare every object with the snapshot in this file.")
 	cmd.Flags().StringVar(&o.at, "at", "", "The version to read objects at: the storage version by default when writing, the snapshot's version when comparing.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format of a comparison: json prints one JSON object a difference, then the counts.")
@@ -101,33 +111,36 @@ any other error, as kubectl diff does.`,
 }
 
 // Validate refuses bad flags before anything is read.
-func (o *verifyOptions) Validate() error {
+func (o *VerifyOptions) Validate() error {
 	switch {
-	case (o.write == "") == (o.against == ""):
+	case (o.snapshotPath == "") == (o.against == ""):
 		return errors.New("give exactly one of --snapshot FILE (write a snapshot) and --against FILE (compare with one)")
 	case o.output != "" && o.output != "json":
 		return fmt.Errorf("unknown output format %q: use json or leave it out", o.output)
-	case o.output != "" && o.write != "":
+	case o.output != "" && o.snapshotPath != "":
 		return errors.New("-o applies to a comparison (--against), not to writing a snapshot")
 	}
 	return nil
 }
 
-// Complete reads the CRD and, to compare, the snapshot's header, and picks
-// the version objects are read at.
-func (o *verifyOptions) Complete(ctx context.Context) error {
+// Complete takes the CRD's name and builds the clients; nothing is read yet.
+func (o *VerifyOptions) Complete(args []string) error {
+	o.crdName = args[0]
 	cfg, err := restConfig(o.flags)
 	if err != nil {
 		return err
 	}
-	crdClient, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
+	if o.crdClient, err = apiextensionsclient.NewForConfig(cfg); err != nil {
 		return err
 	}
-	if o.dyn, err = dynamic.NewForConfig(cfg); err != nil {
-		return err
-	}
-	crd, err := crdClient.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, o.crdName, metav1.GetOptions{})
+	o.dyn, err = dynamic.NewForConfig(cfg)
+	return err
+}
+
+// prepare reads the CRD and, to compare, the snapshot's header, and picks
+// the version objects are read at.
+func (o *VerifyOptions) prepare(ctx context.Context) error {
+	crd, err := o.crdClient.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, o.crdName, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("get CustomResourceDefinition %s: %w", o.crdName, err)
 	}
@@ -152,21 +165,25 @@ func (o *verifyOptions) Complete(ctx context.Context) error {
 	if version == "" {
 		version = graduation.StorageVersion(crd)
 	}
-	if !servedVersion(crd, version) {
+	if !apihelpers.HasServedCRDVersion(crd, version) {
 		return fmt.Errorf("%s does not serve version %s (served: %s)", o.crdName, version, strings.Join(servedVersions(crd), ", "))
 	}
 	o.resource = resourceAt(crd, version)
 	return nil
 }
 
-// Run writes the snapshot or compares with it.
-func (o *verifyOptions) Run(ctx context.Context) error {
-	if o.write != "" {
-		n, err := writeSnapshot(ctx, o.dyn, o.resource, o.write)
+// Run reads the CRD, then writes the snapshot or compares with it.
+func (o *VerifyOptions) Run(ctx context.Context) error {
+	defer o.close()
+	if err := o.prepare(ctx); err != nil {
+		return badInput(err)
+	}
+	if o.snapshotPath != "" {
+		n, err := writeSnapshot(ctx, o.dyn, o.resource, o.snapshotPath)
 		if err != nil {
 			return badInput(err)
 		}
-		_, _ = fmt.Fprintf(o.Out, "%d objects of %s read at %s: snapshot written to %s\n", n, o.crdName, o.resource.Version, o.write)
+		_, _ = fmt.Fprintf(o.Out, "%d objects of %s read at %s: snapshot written to %s\n", n, o.crdName, o.resource.Version, o.snapshotPath)
 		return nil
 	}
 	printer := newDifferencePrinter(o.Out, o.output == "json")
@@ -178,12 +195,12 @@ func (o *verifyOptions) Run(ctx context.Context) error {
 		return badInput(err)
 	}
 	if sum.Differences() > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d objects of %s differ from the snapshot %s", sum.Differences(), o.crdName, o.against)}
+		return &exitError{code: ExitError, err: fmt.Errorf("%d objects of %s differ from the snapshot %s", sum.Differences(), o.crdName, o.against)}
 	}
 	return nil
 }
 
-func (o *verifyOptions) close() {
+func (o *VerifyOptions) close() {
 	if o.file != nil {
 		_ = o.file.Close()
 	}
@@ -304,10 +321,6 @@ func servedVersions(crd *apiextensionsv1.CustomResourceDefinition) []string {
 	return served
 }
 
-func servedVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
-	return slices.Contains(servedVersions(crd), version)
-}
-
 // versionSnapshot is a snapshot file of `migrate --verify`.
 type versionSnapshot struct {
 	version, path string
@@ -339,55 +352,6 @@ func (v *verifyResult) String() string {
 	}
 	return fmt.Sprintf("verified: %d objects differ at %s (listed above), %d identical; storedVersions not pruned",
 		v.Differences, strings.Join(v.Versions, ", "), v.Identical)
-}
-
-// snapshotBefore snapshots every object at each served version, into
-// temporary files (compressed, streamed: not held in memory). Reading at
-// the old versions too is what catches a conversion that loses a field on
-// the way back.
-func (o *migrateOptions) snapshotBefore(ctx context.Context) ([]versionSnapshot, error) {
-	dir, err := os.MkdirTemp("", "graduator-verify-")
-	if err != nil {
-		return nil, fmt.Errorf("verify: %w", err)
-	}
-	var snaps []versionSnapshot
-	for _, version := range servedVersions(&o.crd) {
-		path := filepath.Join(dir, version+".json.gz")
-		snaps = append(snaps, versionSnapshot{version: version, path: path})
-		n, err := writeSnapshot(ctx, o.dyn, resourceAt(&o.crd, version), path)
-		if err != nil {
-			return snaps, fmt.Errorf("verify: %w", err)
-		}
-		if !o.quiet && o.output != "json" {
-			_, _ = fmt.Fprintf(o.ErrOut, "snapshot: %d objects of %s read at %s\n", n, o.crdName, version)
-		}
-	}
-	return snaps, nil
-}
-
-// verifyAfter compares every object with its snapshots, printing each
-// difference (text output) as it is found.
-func (o *migrateOptions) verifyAfter(ctx context.Context, snaps []versionSnapshot) (*verifyResult, error) {
-	res := &verifyResult{}
-	for _, s := range snaps {
-		res.Versions = append(res.Versions, s.version)
-		p := newDifferencePrinter(o.Out, false)
-		p.prefix = "at " + s.version + ": "
-		if o.output == "json" {
-			p = &differencePrinter{collect: func(d snapshot.Difference) {
-				if len(res.First) < maxDifferencesKept {
-					res.First = append(res.First, versionDifference{Version: s.version, Difference: d})
-				}
-			}}
-		}
-		sum, err := compareSnapshot(ctx, o.dyn, s.path, p)
-		if err != nil {
-			return nil, fmt.Errorf("verify %s at %s: %w", o.crdName, s.version, err)
-		}
-		res.Identical = max(res.Identical, sum.Identical)
-		res.Differences += sum.Differences()
-	}
-	return res, nil
 }
 
 func removeSnapshots(snaps []versionSnapshot) {

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package cli
 
 import (
 	"bytes"
@@ -46,7 +46,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // a policy changes, until ctx ends (Ctrl-C), which is a clean exit. On a
 // terminal the screen is cleared before each redraw; elsewhere each table
 // follows the last.
-func (o *statusOptions) watchAndRedraw(ctx context.Context) error {
+func (o *StatusOptions) watchAndRedraw(ctx context.Context) error {
 	crdChanged, policyChanged := make(chan struct{}, 1), make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()

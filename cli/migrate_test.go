@@ -14,8 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
-package main
+package cli
 
 import (
 	"strings"
