@@ -10,6 +10,11 @@ BIN := $(CURDIR)/bin
 ENVTEST_ASSETS_DIR := $(BIN)/k8s
 KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS_DIR)
 export KUBEBUILDER_ASSETS
+# envtest waits 20 s for each control plane process by default; a loaded
+# 2-core machine running several suites at once can take longer to start
+# kube-apiserver 1.37.
+KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 90s
+export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
 
 CONTROLLER_GEN := $(GO) tool controller-gen
 GOLANGCI_LINT_VERSION ?= v2.7.2
