@@ -48,7 +48,6 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/migration"
 )
 
 // maxStepsPerReconcile bounds how many steps one reconcile takes in a row
@@ -150,7 +149,7 @@ func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			}
 		}
 		if step.Action == graduation.ActionPreflight {
-			result := r.preflight(ctx, crd, step.StorageVersion, migration.WriteTarget(policy.Spec.Migration.WriteTo))
+			result := r.preflight(ctx, crd, step.StorageVersion, policy.Spec.Migration.WriteTo)
 			preflight = &result
 			if !result.Passed {
 				r.event(policy, crd, corev1.EventTypeWarning, graduation.ReasonPreflightFailed, "Preflight", result.Message)
@@ -294,7 +293,7 @@ func (r *CRDVersionPolicyReconciler) record(policy *graduatorv1alpha1.CRDVersion
 		c.LastTransitionTime = metav1.NewTime(now)
 		meta.SetStatusCondition(&policy.Status.Conditions, c)
 	}
-	for _, phase := range allPhases {
+	for _, phase := range graduatorv1alpha1.Phases {
 		value := 0.0
 		if phase == step.Phase {
 			value = 1
@@ -308,12 +307,6 @@ func (r *CRDVersionPolicyReconciler) record(policy *graduatorv1alpha1.CRDVersion
 		}
 		r.Recorder.Eventf(policy, nil, eventType, string(step.Phase), "Plan", "%s", step.Message())
 	}
-}
-
-var allPhases = []graduatorv1alpha1.Phase{
-	graduatorv1alpha1.PhasePending, graduatorv1alpha1.PhasePreflight, graduatorv1alpha1.PhaseSwitchingStorage,
-	graduatorv1alpha1.PhaseMigrating, graduatorv1alpha1.PhasePruning, graduatorv1alpha1.PhaseRetiring,
-	graduatorv1alpha1.PhaseGraduated, graduatorv1alpha1.PhaseBlocked,
 }
 
 // event records an Event on the policy and, when it exists, on the CRD.

@@ -42,10 +42,6 @@ import (
 	"github.com/graduator/graduator/graduation"
 )
 
-// FleetLabel marks a policy that a selector policy generated for one of its
-// CRDs; its value is the selector policy's name.
-const FleetLabel = "graduator.io/fleet"
-
 // maxFleetList bounds each list in a fleet's status.
 const maxFleetList = 20
 
@@ -133,10 +129,10 @@ func (r *FleetReconciler) govern(ctx context.Context, fleetPolicy *graduatorv1al
 		}
 		log.FromContext(ctx).Info("governing a CRD", "fleet", fleetPolicy.Name, "crd", crd.Name)
 		return child, nil
-	case existing.Labels[FleetLabel] == "":
+	case existing.Labels[graduatorv1alpha1.FleetLabel] == "":
 		return existing, nil // the user's own policy: it wins
-	case existing.Labels[FleetLabel] != fleetPolicy.Name:
-		other := byName[existing.Labels[FleetLabel]]
+	case existing.Labels[graduatorv1alpha1.FleetLabel] != fleetPolicy.Name:
+		other := byName[existing.Labels[graduatorv1alpha1.FleetLabel]]
 		if other != nil && other.Spec.Selector != nil && Selects(other.Spec.Selector, crd) && !older(fleetPolicy, other) {
 			return existing, nil // an older selector keeps it
 		}
@@ -164,7 +160,7 @@ func (r *FleetReconciler) generate(fleetPolicy, child *graduatorv1alpha1.CRDVers
 	if child.Labels == nil {
 		child.Labels = map[string]string{}
 	}
-	child.Labels[FleetLabel] = fleetPolicy.Name
+	child.Labels[graduatorv1alpha1.FleetLabel] = fleetPolicy.Name
 	child.Spec = graduatorv1alpha1.CRDVersionPolicySpec{
 		Migration:            fleetPolicy.Spec.Migration,
 		CleanupManagedFields: fleetPolicy.Spec.CleanupManagedFields,
@@ -177,7 +173,7 @@ func (r *FleetReconciler) generate(fleetPolicy, child *graduatorv1alpha1.CRDVers
 // them stops between two writes (the policy watch interrupts it).
 func (r *FleetReconciler) deleteGenerated(ctx context.Context, fleetName string, keep map[string]bool) error {
 	var generated graduatorv1alpha1.CRDVersionPolicyList
-	if err := r.Client.List(ctx, &generated, client.MatchingLabels{FleetLabel: fleetName}); err != nil {
+	if err := r.Client.List(ctx, &generated, client.MatchingLabels{graduatorv1alpha1.FleetLabel: fleetName}); err != nil {
 		return fmt.Errorf("list the policies of fleet %s: %w", fleetName, err)
 	}
 	for i := range generated.Items {
@@ -198,9 +194,9 @@ func summarize(fleet *graduatorv1alpha1.FleetStatus, crdName, fleetName string, 
 			*list = append(*list, graduatorv1alpha1.FleetMember{CRD: crdName, Message: message})
 		}
 	}
-	if member.Labels[FleetLabel] != fleetName {
+	if member.Labels[graduatorv1alpha1.FleetLabel] != fleetName {
 		who := "policy " + member.Name
-		if f := member.Labels[FleetLabel]; f != "" {
+		if f := member.Labels[graduatorv1alpha1.FleetLabel]; f != "" {
 			who = "the older selector policy " + f
 		}
 		add(&fleet.GovernedElsewhere, "governed by "+who)
@@ -315,8 +311,8 @@ func (r *FleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return nil
 		case p.Spec.Selector != nil:
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p.Name}}}
-		case p.Labels[FleetLabel] != "":
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p.Labels[FleetLabel]}}}
+		case p.Labels[graduatorv1alpha1.FleetLabel] != "":
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p.Labels[graduatorv1alpha1.FleetLabel]}}}
 		}
 		// A policy of the user's own may have taken a CRD from a fleet.
 		return fleets(ctx)

@@ -36,6 +36,7 @@ import (
 
 	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/errclass"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
 )
@@ -44,11 +45,11 @@ import (
 // dry-run writes at the target version.
 const preflightSample = 5
 
-// Preflight reasons, set on the PreflightPassed condition.
+// Preflight reasons, set on the PreflightPassed condition (and
+// graduation.ReasonConversionFailed).
 const (
-	reasonConversionFailed = "ConversionFailed"
-	reasonReadFailed       = "ReadFailed"
-	reasonWriteRejected    = "WriteRejected"
+	reasonReadFailed    = "ReadFailed"
+	reasonWriteRejected = "WriteRejected"
 )
 
 func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {
@@ -61,13 +62,13 @@ func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) s
 // anything is changed. The dry run takes the path the migration will take:
 // the same subresource, the same patch and preconditions.
 func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string,
-	writeTo migration.WriteTarget) graduation.PreflightResult {
+	writeTo graduatorv1alpha1.WriteTarget) graduation.PreflightResult {
 	gvr := resourceAt(crd, target)
 	list, err := r.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: preflightSample})
 	if err != nil {
 		reason := reasonReadFailed
-		if migration.IsConversionError(err) {
-			reason = reasonConversionFailed
+		if errclass.IsConversionError(err) {
+			reason = graduation.ReasonConversionFailed
 		}
 		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("reading %s at %s: %v", crd.Spec.Names.Plural, target, err)}
 	}
@@ -86,8 +87,8 @@ func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiexte
 			}
 		}
 		reason := reasonWriteRejected
-		if migration.IsConversionError(err) {
-			reason = reasonConversionFailed
+		if errclass.IsConversionError(err) {
+			reason = graduation.ReasonConversionFailed
 		}
 		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("a no-op write of %s at %s was refused: %v",
 			klog.KObj(&obj), target, err)}
@@ -102,7 +103,7 @@ func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiexte
 // written.
 func (r *CRDVersionPolicyReconciler) mayMigrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition, version string) error {
-	if err := access.Check(ctx, r.Reviews, resourceAt(crd, version), migration.WriteTarget(policy.Spec.Migration.WriteTo)); err != nil {
+	if err := access.Check(ctx, r.Reviews, resourceAt(crd, version), policy.Spec.Migration.WriteTo); err != nil {
 		// The error names the resource already; the condition message keeps
 		// 600 characters, which a long group name repeated would exceed.
 		return fmt.Errorf("check access: %w", err)
@@ -245,7 +246,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 		Concurrency: int(settings.Concurrency),
 		PageSize:    settings.PageSize,
 		QPS:         float32(settings.QPS),
-		WriteTo:     migration.WriteTarget(settings.WriteTo),
+		WriteTo:     settings.WriteTo,
 		Checkpoint:  run.ResourceVersion,
 		Resume:      progressOf(run),
 		MaxFailures: 20,

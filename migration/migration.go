@@ -52,14 +52,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -67,17 +65,21 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/errclass"
 )
 
-// WriteTarget says where the no-op writes go.
-type WriteTarget string
+// WriteTarget says where the no-op writes go. It is the policy's
+// spec.migration.writeTo type itself, so the operator passes it on as it is.
+type WriteTarget = graduatorv1alpha1.WriteTarget
 
 const (
 	// WriteToObject patches the object itself.
-	WriteToObject WriteTarget = "Object"
+	WriteToObject = graduatorv1alpha1.WriteToObject
 	// WriteToStatus patches the /status subresource, for CRDs whose
 	// admission webhooks reject no-op writes to the object.
-	WriteToStatus WriteTarget = "Status"
+	WriteToStatus = graduatorv1alpha1.WriteToStatus
 )
 
 // Defaults for zero Options fields.
@@ -546,13 +548,13 @@ func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion)
 	backoff := retryBackoff
 	for {
 		start := time.Now()
-		written, err := r.objects.patch(ctx, obj.Namespace, obj.Name, NoOpPatch(target), r.opts.WriteTo.subresources())
-		signal := Signal{Latency: time.Since(start), Throttled: Retriable(err) || IsTimeout(err)}
+		written, err := r.objects.patch(ctx, obj.Namespace, obj.Name, NoOpPatch(target), r.opts.WriteTo.Subresources())
+		signal := Signal{Latency: time.Since(start), Throttled: errclass.Retriable(err) || errclass.IsTimeout(err)}
 		if seconds, ok := apierrors.SuggestsClientDelay(err); ok {
 			signal.RetryAfter = time.Duration(seconds) * time.Second
 		}
 		r.writers.Release(signal)
-		if err == nil || !Retriable(err) || backoff.Steps <= 1 || ctx.Err() != nil {
+		if err == nil || !errclass.Retriable(err) || backoff.Steps <= 1 || ctx.Err() != nil {
 			return written, err
 		}
 		select {
@@ -625,18 +627,6 @@ func NoOpPatch(v ObjectVersion) []byte {
 	return fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"uid":%q}}`, v.ResourceVersion, v.UID)
 }
 
-// subresources returns the subresource path of the write target.
-func (t WriteTarget) subresources() []string {
-	if t == WriteToStatus {
-		return []string{"status"}
-	}
-	return nil
-}
-
-// Subresources returns the subresource the writes go to, for callers that
-// must take the same path (the operator's dry-run preflight).
-func (t WriteTarget) Subresources() []string { return t.subresources() }
-
 // tally counts one object's outcome in its page.
 func (r *runner) tally(c *Progress, kind passKind, outcome Outcome, err error, obj objectRef) {
 	switch {
@@ -699,30 +689,12 @@ func StopsRun(err error) bool {
 	switch {
 	case err == nil:
 		return false
-	case IsConversionError(err), Retriable(err), apierrors.IsUnauthorized(err):
+	case errclass.IsConversionError(err), errclass.Retriable(err), apierrors.IsUnauthorized(err):
 		return true
 	case apierrors.IsForbidden(err):
-		return IsRBACDenial(err)
+		return errclass.IsRBACDenial(err)
 	}
 	return errors.Is(err, context.DeadlineExceeded)
-}
-
-// IsConversionError reports whether err comes from a CRD conversion webhook.
-// The API server wraps those in a 500 whose message names the webhook; there
-// is no structured cause.
-func IsConversionError(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "conversion webhook")
-}
-
-// IsRBACDenial tells a Forbidden from the authorizer ("User ... cannot patch
-// resource ...") from one returned by an admission webhook or policy, which
-// rejects the object rather than the caller.
-func IsRBACDenial(err error) bool {
-	if !apierrors.IsForbidden(err) {
-		return false
-	}
-	msg := err.Error()
-	return strings.Contains(msg, " cannot ") && !strings.Contains(msg, "admission") && !strings.Contains(msg, "denied")
 }
 
 // isNewerOrUnknown reports whether rv may be newer than the checkpoint:
@@ -746,13 +718,6 @@ func isNewer(rv, checkpoint string) (bool, error) {
 	return cmp > 0, nil
 }
 
-// IsTimeout reports a client-side timeout anywhere in the chain: a context
-// deadline or a net.Error that timed out both say Timeout().
-func IsTimeout(err error) bool {
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
-}
-
 // retryBackoff spaces retries of throttled or failing requests: about 13 s in
 // all, longer than a webhook's restart, shorter than a certificate rotation's
 // worst case (a later run picks those up).
@@ -764,7 +729,7 @@ func retry(ctx context.Context, fn func() error) error {
 	backoff := retryBackoff
 	for {
 		err := fn()
-		if err == nil || !Retriable(err) || backoff.Steps <= 1 {
+		if err == nil || !errclass.Retriable(err) || backoff.Steps <= 1 {
 			return err
 		}
 		delay := backoff.Step()
@@ -777,24 +742,6 @@ func retry(ctx context.Context, fn func() error) error {
 		case <-time.After(delay):
 		}
 	}
-}
-
-// Retriable reports whether an error is worth retrying: throttling, server
-// errors and broken connections. Conflicts, missing objects and rejections
-// are not.
-func Retriable(err error) bool {
-	switch {
-	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
-		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsUnexpectedServerError(err):
-		return true
-	case utilnet.IsConnectionReset(err), utilnet.IsConnectionRefused(err), utilnet.IsProbableEOF(err):
-		return true
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && status.Status().Code >= 500 {
-		return true
-	}
-	return false
 }
 
 func (r *runner) snapshot() Progress {

@@ -379,7 +379,7 @@ func addPolicy(row *CRDStatus, p *graduatorv1alpha1.CRDVersionPolicy, decodeErr 
 		return
 	}
 	row.Policy = p.Name
-	if fleet := p.Labels["graduator.io/fleet"]; fleet != "" {
+	if fleet := p.Labels[graduatorv1alpha1.FleetLabel]; fleet != "" {
 		row.Policy = fleet + " (selector)"
 	}
 	row.PolicyPhase = string(p.Status.Phase)
