@@ -27,7 +27,8 @@ import (
 	"sort"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/graduator/graduator/graduation"
 )
 
 // Enforcement is what a finding of a rule does to the verdict.
@@ -222,9 +223,6 @@ func compareCRD(old, n *apiextensionsv1.CustomResourceDefinition) []Finding {
 // servedVersionsAgree checks the served versions of one CRD against each
 // other: without a conversion webhook their schemas must not differ.
 func servedVersionsAgree(crd *apiextensionsv1.CustomResourceDefinition) []Finding {
-	if strategy(crd) == apiextensionsv1.WebhookConverter {
-		return nil
-	}
 	var served []*apiextensionsv1.CustomResourceDefinitionVersion
 	for i := range crd.Spec.Versions {
 		if crd.Spec.Versions[i].Served {
@@ -234,7 +232,7 @@ func servedVersionsAgree(crd *apiextensionsv1.CustomResourceDefinition) []Findin
 	var out []Finding
 	for i := 0; i+1 < len(served); i++ {
 		a, b := served[i], served[i+1]
-		if equality.Semantic.DeepEqual(a.Schema, b.Schema) {
+		if !graduation.ConversionMissing(crd, a, b) {
 			continue
 		}
 		out = append(out, Finding{Rule: "lossy-conversion", CRD: crd.Name, Version: b.Name,

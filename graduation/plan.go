@@ -28,7 +28,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -277,8 +276,7 @@ func Plan(in Input) Step {
 
 // checkVersions refuses a policy that names versions the CRD does not have.
 func (p *planner) checkVersions(s Step, target string, gitOps bool) (Step, bool) {
-	if v := version(p.crd, target); v != nil && p.spec.Migration.WriteTo == graduatorv1alpha1.WriteToStatus &&
-		(v.Subresources == nil || v.Subresources.Status == nil) {
+	if StatusSubresourceMissing(p.crd, target, p.spec.Migration.WriteTo) {
 		// Every write to /status would answer 404 and migrate nothing.
 		return p.blocked(s, ReasonStatusSubresourceMissing,
 			"spec.migration.writeTo is Status but version %s of %s has no status subresource, so no object could be "+
@@ -286,7 +284,7 @@ func (p *planner) checkVersions(s Step, target string, gitOps bool) (Step, bool)
 			target, p.crd.Name, target), true
 	}
 	if !gitOps {
-		v := version(p.crd, target)
+		v := crdVersion(p.crd, target)
 		if v == nil {
 			return p.blocked(s, ReasonUnknownVersion,
 				"spec.storageVersion %q is not a version of CustomResourceDefinition %s (it has %s); nothing was changed",
@@ -302,7 +300,7 @@ func (p *planner) checkVersions(s Step, target string, gitOps bool) (Step, bool)
 	// retired (removed from the manifest); one the CRD never had is a typo.
 	var unknown []string
 	for _, name := range listedVersions(p.spec) {
-		if version(p.crd, name) == nil && !p.everObserved(name) {
+		if crdVersion(p.crd, name) == nil && !p.everObserved(name) {
 			unknown = append(unknown, name)
 		}
 	}
@@ -327,15 +325,13 @@ func (p *planner) storage(s Step, current, target string) (Step, bool) {
 	p.set(graduatorv1alpha1.ConditionStorageVersionSet, metav1.ConditionFalse, ReasonSwitchPending,
 		"the CRD stores %s; Graduator will switch it to %s after the preflight checks", current, target)
 
-	if p.crd.Spec.Conversion == nil || p.crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
-		if !sameSchema(version(p.crd, current), version(p.crd, target)) {
-			p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionFalse, ReasonConversionNotConfigured,
-				"versions %s and %s have different schemas but the CRD has no conversion webhook", current, target)
-			return p.blocked(s, ReasonConversionNotConfigured,
-				"versions %s and %s of %s have different schemas but spec.conversion.strategy is not Webhook: "+
-					"objects would be stored unconverted; configure a conversion webhook; nothing was changed",
-				current, target, p.crd.Name), true
-		}
+	if ConversionMissing(p.crd, crdVersion(p.crd, current), crdVersion(p.crd, target)) {
+		p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionFalse, ReasonConversionNotConfigured,
+			"versions %s and %s have different schemas but the CRD has no conversion webhook", current, target)
+		return p.blocked(s, ReasonConversionNotConfigured,
+			"versions %s and %s of %s have different schemas but spec.conversion.strategy is not Webhook: "+
+				"objects would be stored unconverted; configure a conversion webhook; nothing was changed",
+			current, target, p.crd.Name), true
 	}
 
 	pre := p.in.Preflight
@@ -474,7 +470,7 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 		wait                                             time.Duration
 	)
 	for _, want := range p.desired() {
-		v := version(p.crd, want.name)
+		v := crdVersion(p.crd, want.name)
 		if v == nil {
 			continue // removed from the CRD: retired for good
 		}
@@ -651,7 +647,7 @@ func Observe(crd *apiextensionsv1.CustomResourceDefinition, status *graduatorv1a
 	// Versions removed from the CRD stay listed, so a policy naming them is
 	// known to be about a retired version rather than a typo.
 	for _, old := range previous {
-		if version(crd, old.Name) == nil {
+		if crdVersion(crd, old.Name) == nil {
 			old.Served, old.Storage = false, false
 			versions = append(versions, old)
 		}
@@ -683,7 +679,7 @@ func StaleStoredVersions(crd *apiextensionsv1.CustomResourceDefinition) []string
 	return stale
 }
 
-func version(crd *apiextensionsv1.CustomResourceDefinition, name string) *apiextensionsv1.CustomResourceDefinitionVersion {
+func crdVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) *apiextensionsv1.CustomResourceDefinitionVersion {
 	for i := range crd.Spec.Versions {
 		if crd.Spec.Versions[i].Name == name {
 			return &crd.Spec.Versions[i]
@@ -711,13 +707,6 @@ func listedVersions(spec graduatorv1alpha1.CRDVersionPolicySpec) []string {
 		}
 	}
 	return names
-}
-
-func sameSchema(a, b *apiextensionsv1.CustomResourceDefinitionVersion) bool {
-	if a == nil || b == nil {
-		return true
-	}
-	return equality.Semantic.DeepEqual(a.Schema, b.Schema)
 }
 
 func firstFailure(run *graduatorv1alpha1.MigrationStatus) string {

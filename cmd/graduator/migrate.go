@@ -140,14 +140,9 @@ func (o *migrateOptions) Validate() error {
 // checkWriteTarget refuses writes to /status of a version without a status
 // subresource: every one would answer 404 and no object would be rewritten.
 func checkWriteTarget(crd *apiextensionsv1.CustomResourceDefinition, version string, writeTo migration.WriteTarget) error {
-	if writeTo != migration.WriteToStatus {
-		return nil
-	}
-	for _, v := range crd.Spec.Versions {
-		if v.Name == version && (v.Subresources == nil || v.Subresources.Status == nil) {
-			return fmt.Errorf("--write-to Status, but version %s of %s has no status subresource, so no object could be "+
-				"rewritten; use --write-to Object or enable subresources.status on %s; nothing was written", version, crd.Name, version)
-		}
+	if graduation.StatusSubresourceMissing(crd, version, writeTo) {
+		return fmt.Errorf("--write-to Status, but version %s of %s has no status subresource, so no object could be "+
+			"rewritten; use --write-to Object or enable subresources.status on %s; nothing was written", version, crd.Name, version)
 	}
 	return nil
 }
