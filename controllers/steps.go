@@ -27,7 +27,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	apidiscovery "k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/klog/v2"
@@ -52,10 +51,6 @@ const (
 	reasonWriteRejected = "WriteRejected"
 )
 
-func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
-}
-
 // preflight reads a sample of objects at the target version, which makes the
 // API server convert them (exercising the conversion webhook), and writes
 // them back as a dry run, which exercises validation and admission, before
@@ -63,7 +58,7 @@ func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) s
 // the same subresource, the same patch and preconditions.
 func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string,
 	writeTo graduatorv1alpha1.WriteTarget) graduation.PreflightResult {
-	gvr := resourceAt(crd, target)
+	gvr := graduation.ResourceAt(crd, target)
 	list, err := r.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: preflightSample})
 	if err != nil {
 		reason := reasonReadFailed
@@ -103,7 +98,7 @@ func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiexte
 // written.
 func (r *CRDVersionPolicyReconciler) mayMigrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition, version string) error {
-	if err := access.Check(ctx, r.Reviews, resourceAt(crd, version), policy.Spec.Migration.WriteTo); err != nil {
+	if err := access.Check(ctx, r.Reviews, graduation.ResourceAt(crd, version), policy.Spec.Migration.WriteTo); err != nil {
 		// The error names the resource already; the condition message keeps
 		// 600 characters, which a long group name repeated would exceed.
 		return fmt.Errorf("check access: %w", err)
@@ -241,7 +236,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	defer migrationsRunning.Dec()
 	counted := progressOf(run)
 	opts := migration.Options{
-		Resource:    resourceAt(crd, step.StorageVersion),
+		Resource:    graduation.ResourceAt(crd, step.StorageVersion),
 		Config:      r.Config,
 		Concurrency: int(settings.Concurrency),
 		PageSize:    settings.PageSize,
@@ -404,7 +399,7 @@ func (r *CRDVersionPolicyReconciler) cleanupManagedFields(ctx context.Context, p
 			served = append(served, v.Name)
 		}
 	}
-	cleaned, err := migration.CleanupManagedFields(ctx, r.Dynamic, resourceAt(crd, graduation.StorageVersion(crd)), served)
+	cleaned, err := migration.CleanupManagedFields(ctx, r.Dynamic, graduation.ResourceAt(crd, graduation.StorageVersion(crd)), served)
 	if err != nil {
 		return fmt.Errorf("clean managedFields of %s: %w", crd.Name, err)
 	}

@@ -23,13 +23,15 @@ package graduation
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
@@ -284,13 +286,12 @@ func (p *planner) checkVersions(s Step, target string, gitOps bool) (Step, bool)
 			target, p.crd.Name, target), true
 	}
 	if !gitOps {
-		v := crdVersion(p.crd, target)
-		if v == nil {
+		if crdVersion(p.crd, target) == nil {
 			return p.blocked(s, ReasonUnknownVersion,
 				"spec.storageVersion %q is not a version of CustomResourceDefinition %s (it has %s); nothing was changed",
 				target, p.crd.Name, strings.Join(versionNames(p.crd), ", ")), true
 		}
-		if !v.Served {
+		if !apihelpers.HasServedCRDVersion(p.crd, target) {
 			return p.blocked(s, ReasonVersionNotServed,
 				"version %s of %s is not served; serve it before making it the storage version; nothing was changed",
 				target, p.crd.Name), true
@@ -481,7 +482,7 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 			advice = append(advice, fmt.Sprintf("%s is still the storage version: switch storage to another version first", want.name))
 			continue
 		}
-		if want.unserve && !v.Served {
+		if want.unserve && !apihelpers.HasServedCRDVersion(p.crd, want.name) {
 			// Unserved (by us or by the manifest): only the cleanup is left.
 			if p.spec.CleanupManagedFields == nil || *p.spec.CleanupManagedFields {
 				if vs := p.versionStatus(want.name); vs == nil || !vs.ManagedFieldsCleaned {
@@ -490,7 +491,7 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 			}
 			continue
 		}
-		if want.deprecate && (!v.Deprecated || !equalPtr(v.DeprecationWarning, want.warning)) {
+		if want.deprecate && (!v.Deprecated || !ptr.Equal(v.DeprecationWarning, want.warning)) {
 			switch {
 			case !gitOps:
 				toDeprecate = append(toDeprecate, want.name)
@@ -519,19 +520,22 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 	}
 
 	s.Phase = graduatorv1alpha1.PhaseRetiring
+	slices.Sort(toDeprecate)
+	slices.Sort(toUnserve)
+	slices.Sort(toClean)
 	switch {
 	case len(toDeprecate) > 0:
-		s.Action, s.Versions = ActionDeprecate, sorted(toDeprecate)
+		s.Action, s.Versions = ActionDeprecate, toDeprecate
 		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonRetiring,
 			"marking %s deprecated", strings.Join(s.Versions, ", "))
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "deprecating %s", strings.Join(s.Versions, ", "))
 	case len(toUnserve) > 0:
-		s.Action, s.Versions = ActionUnserve, sorted(toUnserve)
+		s.Action, s.Versions = ActionUnserve, toUnserve
 		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonRetiring,
 			"unserving %s", strings.Join(s.Versions, ", "))
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "unserving %s", strings.Join(s.Versions, ", "))
 	case len(toClean) > 0:
-		s.Action, s.Versions = ActionCleanupManagedFields, sorted(toClean)
+		s.Action, s.Versions = ActionCleanupManagedFields, toClean
 		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonCleaningManagedFields,
 			"removing managedFields entries of %s", strings.Join(s.Versions, ", "))
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "cleaning managedFields of %s", strings.Join(s.Versions, ", "))
@@ -657,12 +661,14 @@ func Observe(crd *apiextensionsv1.CustomResourceDefinition, status *graduatorv1a
 
 // StorageVersion returns the name of the CRD's storage version, or "".
 func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
+	v, _ := apihelpers.GetCRDStorageVersion(crd) // none: ""
+	return v
+}
+
+// ResourceAt is the resource of the CRD's objects at version, as clients
+// address it.
+func ResourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
 }
 
 // StaleStoredVersions returns the versions in status.storedVersions that are
@@ -719,18 +725,6 @@ func firstFailure(run *graduatorv1alpha1.MigrationStatus) string {
 		name = f.Namespace + "/" + f.Name
 	}
 	return fmt.Sprintf(" (first: %s: %s)", name, f.Reason)
-}
-
-func equalPtr(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-func sorted(s []string) []string {
-	sort.Strings(s)
-	return s
 }
 
 func isAre(n int) string {

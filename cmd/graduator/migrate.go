@@ -26,7 +26,6 @@ import (
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/dynamic"
@@ -177,7 +176,7 @@ func (o *migrateOptions) Complete(ctx context.Context, crdName string) error {
 func (o *migrateOptions) Run(ctx context.Context) error {
 	storage := graduation.StorageVersion(&o.crd)
 	opts := o.engine
-	opts.Resource = resourceAt(&o.crd, storage)
+	opts.Resource = graduation.ResourceAt(&o.crd, storage)
 	if err := checkWriteTarget(&o.crd, storage, opts.WriteTo); err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
@@ -259,8 +258,4 @@ func printSummary(w io.Writer, s migrateSummary) {
 		lines = append(lines, fmt.Sprintf("status.storedVersions: [%s]", strings.Join(s.StoredVersions, ", ")))
 	}
 	_, _ = fmt.Fprintln(w, strings.Join(lines, "\n"))
-}
-
-func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
 }

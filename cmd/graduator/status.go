@@ -288,7 +288,7 @@ func addETA(ctx context.Context, dyn dynamic.Interface, row *CRDStatus, crds []a
 	if i < 0 {
 		return
 	}
-	list, err := dyn.Resource(resourceAt(&crds[i], row.StorageVersion)).List(ctx, metav1.ListOptions{Limit: 1})
+	list, err := dyn.Resource(graduation.ResourceAt(&crds[i], row.StorageVersion)).List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil || len(list.Items) == 0 {
 		return // a courtesy: without it the row shows the counts alone
 	}

@@ -155,7 +155,7 @@ func (o *verifyOptions) Complete(ctx context.Context) error {
 	if !servedVersion(crd, version) {
 		return fmt.Errorf("%s does not serve version %s (served: %s)", o.crdName, version, strings.Join(servedVersions(crd), ", "))
 	}
-	o.resource = resourceAt(crd, version)
+	o.resource = graduation.ResourceAt(crd, version)
 	return nil
 }
 
@@ -354,7 +354,7 @@ func (o *migrateOptions) snapshotBefore(ctx context.Context) ([]versionSnapshot,
 	for _, version := range servedVersions(&o.crd) {
 		path := filepath.Join(dir, version+".json.gz")
 		snaps = append(snaps, versionSnapshot{version: version, path: path})
-		n, err := writeSnapshot(ctx, o.dyn, resourceAt(&o.crd, version), path)
+		n, err := writeSnapshot(ctx, o.dyn, graduation.ResourceAt(&o.crd, version), path)
 		if err != nil {
 			return snaps, fmt.Errorf("verify: %w", err)
 		}
