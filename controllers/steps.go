@@ -242,7 +242,6 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 		PageSize:    settings.PageSize,
 		QPS:         float32(settings.QPS),
 		WriteTo:     settings.WriteTo,
-		Checkpoint:  run.ResourceVersion,
 		Resume:      progressOf(run),
 		MaxFailures: 20,
 		OnProgress: func(p migration.Progress) {
