@@ -26,9 +26,10 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
 
-// statusWriter writes a policy's status only when it changed since the last
-// write, so a reconcile that loops over several steps never writes the same
-// status twice.
+// statusWriter is the policy's patch helper: Reconcile changes the status
+// in memory and writes it once when it returns (a deferred write), and a
+// running migration writes its progress after each page. It writes only
+// what changed since the last write, and nothing when nothing did.
 type statusWriter struct {
 	client  client.Client
 	policy  *graduatorv1alpha1.CRDVersionPolicy

@@ -56,7 +56,17 @@ const (
 // them back as a dry run, which exercises validation and admission, before
 // anything is changed. The dry run takes the path the migration will take:
 // the same subresource, the same patch and preconditions.
-func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string,
+// A failed preflight is also told in an Event.
+func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	crd *apiextensionsv1.CustomResourceDefinition, target string) *graduation.PreflightResult {
+	result := r.samplePreflight(ctx, crd, target, policy.Spec.Migration.WriteTo)
+	if !result.Passed {
+		r.event(policy, crd, corev1.EventTypeWarning, graduation.ReasonPreflightFailed, "Preflight", result.Message)
+	}
+	return &result
+}
+
+func (r *CRDVersionPolicyReconciler) samplePreflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string,
 	writeTo graduatorv1alpha1.WriteTarget) graduation.PreflightResult {
 	gvr := graduation.ResourceAt(crd, target)
 	list, err := r.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: preflightSample})
@@ -208,8 +218,8 @@ func (r *CRDVersionPolicyReconciler) patchVersions(ctx context.Context, crd *api
 // migrate runs or resumes the storage migration, saving its progress in the
 // policy's status after every page so that a restarted operator resumes from
 // the last saved continue token.
-func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy, status *statusWriter,
-	crd *apiextensionsv1.CustomResourceDefinition, step graduation.Step) error {
+func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, g *graduationRun, step graduation.Step) error {
+	policy, crd := g.policy, g.crd
 	logger := log.FromContext(ctx)
 	run := policy.Status.Migration
 	if step.Restart || run == nil {
@@ -222,9 +232,6 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 			fmt.Sprintf("rewriting every %s as %s", crd.Spec.Names.Plural, step.StorageVersion))
 	} else {
 		logger.Info("resuming the migration", "continue", run.ContinueToken != "", "listed", run.Listed)
-	}
-	if err := status.write(ctx); err != nil {
-		return err
 	}
 
 	settings := policy.Spec.Migration
@@ -248,11 +255,13 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 			r.countProgress(crd.Name, &counted, p)
 			migrationWriters.WithLabelValues(crd.Name).Set(float64(p.Writers))
 			recordProgress(run, p)
-			r.recovered(policy, crd, step) // a page went through: the run moves again
 			// Conditions follow the run as it goes: objects rejected so far
-			// show in Ready at once, not only when the run ends.
-			r.record(policy, graduation.Plan(graduation.Input{CRD: crd, Policy: policy, Now: r.now(), StorageSettled: true}), r.now())
-			if err := status.write(ctx); err != nil {
+			// show in Ready at once, not only when the run ends. A page went
+			// through, so a stall is over (Attempts 0): the run moves again.
+			now := r.now()
+			r.recovered(g, graduation.Input{CRD: crd, Policy: policy, Now: now, StorageSettled: true}, step)
+			r.record(policy, graduation.Plan(graduation.Input{CRD: crd, Policy: policy, Now: now, StorageSettled: true}), now)
+			if err := g.status.write(ctx); err != nil {
 				logger.Error(err, "saving migration progress")
 			}
 			if why := r.runInvalidated(ctx, policy, run); why != nil {
@@ -266,7 +275,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	if why := context.Cause(runCtx); errors.Is(why, errCRDChanged) || errors.Is(why, errPolicyChanged) {
 		// The CRD or the policy changed: the next plan decides what follows.
 		logger.Info("migration interrupted", "reason", why.Error())
-		return status.write(ctx)
+		return nil
 	} else if why != nil && ctx.Err() == nil {
 		err = why // a check between pages failed
 	}
@@ -285,7 +294,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 		r.event(policy, crd, eventType, reason, "Migrate", fmt.Sprintf("%d %s rewritten as %s, %d skipped, %d failed",
 			run.Rewritten, crd.Spec.Names.Plural, step.StorageVersion, run.Skipped, run.Failed))
 	}
-	return status.write(ctx)
+	return nil
 }
 
 // errCRDChanged and errPolicyChanged stop a run whose premise no longer holds.

@@ -131,6 +131,21 @@ type Input struct {
 	// StorageSettled is true when API discovery advertises the CRD's current
 	// storage version (its storageVersionHash).
 	StorageSettled bool
+	// Failed is the step that failed in this reconcile, with its error; nil
+	// when none did.
+	Failed *StepError
+	// Attempts is how many steps failed in a row before this plan
+	// (status.retries): while it is above 0 and the plan still has a step to
+	// take, Ready keeps saying why the last try failed.
+	Attempts int32
+}
+
+// StepError is a step that returned an error.
+type StepError struct {
+	// Step is the action, or another name for a read the plan depends on
+	// (StepDiscovery, "GetCRD").
+	Step string
+	Err  error
 }
 
 // Step is the next thing to do and the conditions that describe the
@@ -150,6 +165,11 @@ type Step struct {
 	// Conditions are the policy's conditions without timestamps or
 	// observedGeneration; the reconciler fills those in.
 	Conditions []metav1.Condition
+	// Retries is what status.retries becomes: the failures in a row.
+	Retries int32
+	// Stall is set when Input.Failed is: why the step failed and when to
+	// try again (RequeueAfter is the same wait).
+	Stall *Stall
 }
 
 // Message returns the Ready condition's message: the one line a person reads
@@ -213,11 +233,41 @@ var allConditions = []string{
 
 // finish completes a step: Ready mirrors the blocking reason, and conditions
 // not reached yet are Unknown.
+// While failed steps are retried (Input.Attempts) and the plan still has a
+// step to take, Ready keeps the last failure's words until a step succeeds;
+// a plan with nothing to do (paused, blocked, done) ends the retries.
 func (p *planner) finish(s Step, ready metav1.ConditionStatus, reason, format string, args ...any) Step {
 	p.set(graduatorv1alpha1.ConditionReady, ready, reason, format, args...)
 	p.unknown(ReasonWaitingForPrevious, "waits for the earlier steps", allConditions...)
+	if p.in.Attempts > 0 && s.Action != ActionNone {
+		s.Retries = p.in.Attempts
+		if prev := meta.FindStatusCondition(p.status.Conditions, graduatorv1alpha1.ConditionReady); prev != nil {
+			meta.SetStatusCondition(&p.conditions, metav1.Condition{
+				Type: prev.Type, Status: prev.Status, Reason: prev.Reason, Message: prev.Message,
+			})
+		}
+	}
 	s.Conditions = p.conditions
 	return s
+}
+
+// stalled is the plan after a step failed: the phase and every condition
+// stay as they were (the run is not lost), and Ready says why the step
+// failed and when it is tried again.
+func (p *planner) stalled(failed StepError) Step {
+	attempt := p.in.Attempts + 1
+	stall := StallOf(failed.Step, failed.Err, attempt)
+	conditions := make([]metav1.Condition, 0, len(p.status.Conditions)+1)
+	for _, c := range p.status.Conditions {
+		conditions = append(conditions, metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+	}
+	meta.SetStatusCondition(&conditions, metav1.Condition{
+		Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: stall.Reason, Message: stall.Message,
+	})
+	return Step{
+		Action: ActionNone, Phase: p.status.Phase, RequeueAfter: stall.RetryAfter,
+		Conditions: conditions, Retries: attempt, Stall: &stall,
+	}
 }
 
 // ReasonWaitingForPrevious marks a condition whose step is not reached yet.
@@ -239,6 +289,9 @@ func Plan(in Input) Step {
 	p := &planner{in: in, crd: in.CRD, spec: in.Policy.Spec, status: in.Policy.Status}
 	none := Step{Action: ActionNone}
 
+	if in.Failed != nil {
+		return p.stalled(*in.Failed)
+	}
 	if p.spec.Paused {
 		s := none
 		s.Phase = in.Policy.Status.Phase
