@@ -576,22 +576,22 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 	slices.Sort(toDeprecate)
 	slices.Sort(toUnserve)
 	slices.Sort(toClean)
+	// retire acts on versions: VersionsRetired says what is done to them
+	// (condFormat), Ready what the graduation does (readyFormat).
+	retire := func(action Action, versions []string, reason, condFormat, readyFormat string) Step {
+		s.Action, s.Versions = action, versions
+		list := strings.Join(versions, ", ")
+		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, reason, condFormat, list)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, readyFormat, list)
+	}
 	switch {
 	case len(toDeprecate) > 0:
-		s.Action, s.Versions = ActionDeprecate, toDeprecate
-		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonRetiring,
-			"marking %s deprecated", strings.Join(s.Versions, ", "))
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "deprecating %s", strings.Join(s.Versions, ", "))
+		return retire(ActionDeprecate, toDeprecate, ReasonRetiring, "marking %s deprecated", "deprecating %s")
 	case len(toUnserve) > 0:
-		s.Action, s.Versions = ActionUnserve, toUnserve
-		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonRetiring,
-			"unserving %s", strings.Join(s.Versions, ", "))
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "unserving %s", strings.Join(s.Versions, ", "))
+		return retire(ActionUnserve, toUnserve, ReasonRetiring, "unserving %s", "unserving %s")
 	case len(toClean) > 0:
-		s.Action, s.Versions = ActionCleanupManagedFields, toClean
-		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonCleaningManagedFields,
-			"removing managedFields entries of %s", strings.Join(s.Versions, ", "))
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "cleaning managedFields of %s", strings.Join(s.Versions, ", "))
+		return retire(ActionCleanupManagedFields, toClean, ReasonCleaningManagedFields,
+			"removing managedFields entries of %s", "cleaning managedFields of %s")
 	case len(advice) > 0:
 		msg := "the CRD manifest owns spec.versions (GitOps mode): " + strings.Join(advice, "; ")
 		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonAwaitingManifestChange, "%s", msg)
