@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -53,6 +54,9 @@ func (w *statusWriter) write(ctx context.Context) error {
 	patched := w.written.DeepCopy()
 	w.policy.Status.DeepCopyInto(&patched.Status)
 	if err := w.client.Status().Patch(ctx, patched, client.MergeFrom(w.written)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile: no status left to write
+		}
 		return fmt.Errorf("write status of policy %s: %w", w.policy.Name, err)
 	}
 	w.written = patched
