@@ -28,7 +28,8 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/graduator/graduator/graduation"
 )
 
 // Enforcement is what a finding of a rule does to the verdict.
@@ -266,9 +267,10 @@ func printerColumnRemoved(old, n *apiextensionsv1.CustomResourceDefinition) []Fi
 }
 
 // servedPairs calls fn with each two consecutive served versions of a CRD
-// (new or added) whose schemas differ without a conversion webhook.
+// (new or added) whose schemas differ without a conversion webhook
+// (graduation.ConversionMissing, the rule the operator's plan uses too).
 func servedPairs(crd *apiextensionsv1.CustomResourceDefinition, fn func(a, b *apiextensionsv1.CustomResourceDefinitionVersion)) {
-	if crd == nil || strategy(crd) == apiextensionsv1.WebhookConverter {
+	if crd == nil {
 		return
 	}
 	var served []*apiextensionsv1.CustomResourceDefinitionVersion
@@ -278,7 +280,7 @@ func servedPairs(crd *apiextensionsv1.CustomResourceDefinition, fn func(a, b *ap
 		}
 	}
 	for i := 0; i+1 < len(served); i++ {
-		if !equality.Semantic.DeepEqual(served[i].Schema, served[i+1].Schema) {
+		if graduation.ConversionMissing(crd, served[i], served[i+1]) {
 			fn(served[i], served[i+1])
 		}
 	}

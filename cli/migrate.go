@@ -27,7 +27,6 @@ import (
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -154,14 +153,9 @@ func (o *MigrateOptions) Validate() error {
 // checkWriteTarget refuses writes to /status of a version without a status
 // subresource: every one would answer 404 and no object would be rewritten.
 func checkWriteTarget(crd *apiextensionsv1.CustomResourceDefinition, version string, writeTo migration.WriteTarget) error {
-	if writeTo != migration.WriteToStatus {
-		return nil
-	}
-	for _, v := range crd.Spec.Versions {
-		if v.Name == version && (v.Subresources == nil || v.Subresources.Status == nil) {
-			return fmt.Errorf("--write-to Status, but version %s of %s has no status subresource, so no object could be "+
-				"rewritten; use --write-to Object or enable subresources.status on %s; nothing was written", version, crd.Name, version)
-		}
+	if graduation.StatusSubresourceMissing(crd, version, writeTo) {
+		return fmt.Errorf("--write-to Status, but version %s of %s has no status subresource, so no object could be "+
+			"rewritten; use --write-to Object or enable subresources.status on %s; nothing was written", version, crd.Name, version)
 	}
 	return nil
 }
@@ -197,7 +191,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	}
 	storage := graduation.StorageVersion(&o.crd)
 	opts := o.engine
-	opts.Resource = resourceAt(&o.crd, storage)
+	opts.Resource = graduation.ResourceAt(&o.crd, storage)
 	if err := checkWriteTarget(&o.crd, storage, opts.WriteTo); err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
@@ -279,10 +273,6 @@ func printSummary(w io.Writer, s migrateSummary) {
 	_, _ = fmt.Fprintln(w, strings.Join(lines, "\n"))
 }
 
-func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
-}
-
 // snapshotBefore snapshots every object at each served version, into
 // temporary files (compressed, streamed: not held in memory). Reading at
 // the old versions too is what catches a conversion that loses a field on
@@ -296,7 +286,7 @@ func (o *MigrateOptions) snapshotBefore(ctx context.Context) ([]versionSnapshot,
 	for _, version := range servedVersions(&o.crd) {
 		path := filepath.Join(dir, version+".json.gz")
 		snaps = append(snaps, versionSnapshot{version: version, path: path})
-		n, err := writeSnapshot(ctx, o.dyn, resourceAt(&o.crd, version), path)
+		n, err := writeSnapshot(ctx, o.dyn, graduation.ResourceAt(&o.crd, version), path)
 		if err != nil {
 			return snaps, fmt.Errorf("verify: %w", err)
 		}

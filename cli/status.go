@@ -300,7 +300,7 @@ func addETA(ctx context.Context, dyn dynamic.Interface, row *CRDStatus, crds []a
 	if i < 0 {
 		return
 	}
-	list, err := dyn.Resource(resourceAt(&crds[i], row.StorageVersion)).List(ctx, metav1.ListOptions{Limit: 1})
+	list, err := dyn.Resource(graduation.ResourceAt(&crds[i], row.StorageVersion)).List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil || len(list.Items) == 0 {
 		return // a courtesy: without it the row shows the counts alone
 	}
@@ -391,7 +391,7 @@ func addPolicy(row *CRDStatus, p *graduatorv1alpha1.CRDVersionPolicy, decodeErr 
 		return
 	}
 	row.Policy = p.Name
-	if fleet := p.Labels[fleetLabel]; fleet != "" {
+	if fleet := p.Labels[graduatorv1alpha1.FleetLabel]; fleet != "" {
 		row.Policy = fleet + " (selector)"
 	}
 	row.PolicyPhase = phaseOf(p)
@@ -403,10 +403,6 @@ func addPolicy(row *CRDStatus, p *graduatorv1alpha1.CRDVersionPolicy, decodeErr 
 		row.Ready, row.Reason, row.Message = string(c.Status), c.Reason, c.Message
 	}
 }
-
-// fleetLabel marks a policy a selector policy generated (the operator's
-// controllers.FleetLabel; that package is not imported for a constant).
-const fleetLabel = "graduator.io/fleet"
 
 // phaseOf is a policy's phase as the status shows it: Pending before the
 // operator wrote one.

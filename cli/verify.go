@@ -168,7 +168,7 @@ func (o *VerifyOptions) prepare(ctx context.Context) error {
 	if !apihelpers.HasServedCRDVersion(crd, version) {
 		return fmt.Errorf("%s does not serve version %s (served: %s)", o.crdName, version, strings.Join(servedVersions(crd), ", "))
 	}
-	o.resource = resourceAt(crd, version)
+	o.resource = graduation.ResourceAt(crd, version)
 	return nil
 }
 

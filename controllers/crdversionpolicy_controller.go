@@ -35,20 +35,20 @@ import (
 	"k8s.io/client-go/dynamic"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/migration"
 )
 
 // maxStepsPerReconcile bounds how many steps one reconcile takes in a row
@@ -98,11 +98,13 @@ type CRDVersionPolicyReconciler struct {
 // rbac.migrateGroups). mayMigrate checks them before anything is written.
 
 // Reconcile performs the next steps of one policy's graduation. It reads as
-// the graduation does: observe the CRD, plan, perform the step, and again,
-// until a step has to wait. A step that fails leaves the phase and the other
-// conditions as they were and says why in Ready (see stalled).
-func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx).WithValues("crd", req.Name)
+// the graduation does: observe the CRD, plan, perform the step the plan
+// names (see steps), and again, until a step has to wait. graduation.Plan
+// alone decides the phase and the conditions, a failed step included; the
+// status is written once, when Reconcile returns, and after each page of a
+// running migration.
+func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
+	logger := log.FromContext(ctx).WithValues("crd", klog.KRef("", req.Name))
 	ctx = log.IntoContext(ctx, logger)
 
 	policy := &graduatorv1alpha1.CRDVersionPolicy{}
@@ -116,52 +118,31 @@ func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if policy.Spec.Selector != nil {
 		return ctrl.Result{}, nil // a fleet: the FleetReconciler's
 	}
-	status := newStatusWriter(r.Client, policy)
+	g := &graduationRun{policy: policy, status: newStatusWriter(r.Client, policy)}
+	defer func() {
+		// Written whatever path returns, also when the manager is stopping.
+		err = errors.Join(err, g.status.write(context.WithoutCancel(ctx)))
+	}()
 
-	var preflight *graduation.PreflightResult
 	for range maxStepsPerReconcile {
-		crd, err := r.getCRD(ctx, policy.Name)
-		if err != nil {
-			return r.stalled(ctx, policy, nil, status, "GetCRD", err)
+		in, failed := r.observe(ctx, g)
+		if failed != nil {
+			return r.stalled(ctx, g, in, failed)
 		}
-		now := r.now()
-		graduation.Observe(crd, &policy.Status, now)
-		settled, err := r.storageSettled(ctx, crd)
-		if err != nil {
-			return r.stalled(ctx, policy, crd, status, graduation.StepDiscovery, err)
-		}
-		step := graduation.Plan(graduation.Input{
-			CRD: crd, Policy: policy, Now: now, Preflight: preflight, StorageSettled: settled,
-		})
-		r.record(policy, step, now)
-		if err := status.write(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
+		step := graduation.Plan(in)
+		r.record(policy, step, in.Now)
 		logger.V(1).Info("planned", "action", step.Action, "phase", step.Phase, "reason", step.Reason())
-
 		if step.Action == graduation.ActionNone {
 			return ctrl.Result{RequeueAfter: step.RequeueAfter}, nil
 		}
-		if step.Action == graduation.ActionPreflight || step.Action == graduation.ActionMigrate {
-			// Before anything is switched or written: may the operator
-			// migrate this resource at all? A denial names the rule to add.
-			if err := r.mayMigrate(ctx, policy, crd, step.StorageVersion); err != nil {
-				return r.stalled(ctx, policy, crd, status, string(step.Action), err)
-			}
+		if err := r.take(ctx, g, step); err != nil {
+			return r.stalled(ctx, g, in, &graduation.StepError{Step: string(step.Action), Err: err})
 		}
-		if step.Action == graduation.ActionPreflight {
-			result := r.preflight(ctx, crd, step.StorageVersion, migration.WriteTarget(policy.Spec.Migration.WriteTo))
-			preflight = &result
-			if !result.Passed {
-				r.event(policy, crd, corev1.EventTypeWarning, graduation.ReasonPreflightFailed, "Preflight", result.Message)
-			}
-			continue
+		if r.steps()[step.Action].check {
+			continue // its result is the next plan's input
 		}
-		if err := r.perform(ctx, policy, status, crd, step); err != nil {
-			return r.stalled(ctx, policy, crd, status, string(step.Action), err)
-		}
-		r.recovered(policy, crd, step)
-		preflight = nil
+		r.recovered(g, in, step)
+		g.preflight = nil
 		// Plan the next step on the policy as it is now: a pause or a new
 		// target set while the step ran must stop the graduation here.
 		if gone, err := r.refreshSpec(ctx, policy); gone || err != nil {
@@ -170,75 +151,145 @@ func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	// Still steps to take: come back at once, through the workqueue so that
 	// other CRDs get their turn.
-	return ctrl.Result{RequeueAfter: time.Second}, status.write(ctx)
+	return ctrl.Result{RequeueAfter: time.Second}, nil
 }
 
-// perform carries out one step that changes something.
-func (r *CRDVersionPolicyReconciler) perform(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy, status *statusWriter,
-	crd *apiextensionsv1.CustomResourceDefinition, step graduation.Step) error {
-	switch step.Action {
-	case graduation.ActionSwitchStorage:
-		return r.switchStorage(ctx, crd, step.StorageVersion)
-	case graduation.ActionMigrate:
-		return r.migrate(ctx, policy, status, crd, step)
-	case graduation.ActionPrune:
-		return r.prune(ctx, policy, crd, step.StorageVersion)
-	case graduation.ActionDeprecate:
-		return r.deprecate(ctx, policy, crd, step.Versions)
-	case graduation.ActionUnserve:
-		return r.unserve(ctx, crd, step.Versions)
-	case graduation.ActionCleanupManagedFields:
-		return r.cleanupManagedFields(ctx, policy, crd, step.Versions)
+// graduationRun is what one Reconcile knows of its policy's graduation.
+type graduationRun struct {
+	policy *graduatorv1alpha1.CRDVersionPolicy
+	// crd is the CRD as last read (nil: it does not exist).
+	crd *apiextensionsv1.CustomResourceDefinition
+	// preflight is the result of this reconcile's preflight, for the next
+	// plan.
+	preflight *graduation.PreflightResult
+	status    *statusWriter
+}
+
+// observe reads what Plan looks at: the CRD (uncached) and whether
+// discovery advertises its storage version. A read that fails is returned
+// as the step that failed.
+func (r *CRDVersionPolicyReconciler) observe(ctx context.Context, g *graduationRun) (graduation.Input, *graduation.StepError) {
+	in := graduation.Input{Policy: g.policy, Now: r.now(), Preflight: g.preflight, Attempts: g.policy.Status.Retries}
+	g.crd = nil
+	crd, err := r.getCRD(ctx, g.policy.Name)
+	if err != nil {
+		return in, &graduation.StepError{Step: "GetCRD", Err: err}
 	}
-	return fmt.Errorf("unknown action %q", step.Action)
+	g.crd, in.CRD = crd, crd
+	graduation.Observe(crd, &g.policy.Status, in.Now)
+	if in.StorageSettled, err = r.storageSettled(ctx, crd); err != nil {
+		return in, &graduation.StepError{Step: graduation.StepDiscovery, Err: err}
+	}
+	return in, nil
 }
 
-// stalled records a step that failed: Ready=False with a reason naming the
-// kind of problem and the API server's words, the attempt counted in
-// status.retries, and a retry after a backoff (5s doubling to 5m). The phase
-// and every other condition stay as they were: the run is not lost. An Event
-// marks the first failure only, and another one the recovery.
-func (r *CRDVersionPolicyReconciler) stalled(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
-	crd *apiextensionsv1.CustomResourceDefinition, status *statusWriter, step string, err error) (ctrl.Result, error) {
-	saveCtx := context.WithoutCancel(ctx)
+// step is how the reconciler carries out one action of graduation.Plan.
+type step struct {
+	// checkAccess asks the API server first whether the operator may
+	// migrate the resource at all (mayMigrate): a denial names the rule to
+	// add before anything is switched or written.
+	checkAccess bool
+	// check marks a step that changes nothing: its result is the next
+	// plan's input, so it neither ends a stall nor rereads the spec.
+	check   bool
+	perform func(ctx context.Context, g *graduationRun, s graduation.Step) error
+}
+
+// steps is the graduation as the reconciler performs it: each action Plan
+// can return and the function that performs it, in the order a CRD meets
+// them.
+func (r *CRDVersionPolicyReconciler) steps() map[graduation.Action]step {
+	return map[graduation.Action]step{
+		graduation.ActionPreflight: {checkAccess: true, check: true, perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
+			g.preflight = r.preflight(ctx, g.policy, g.crd, s.StorageVersion)
+			return nil
+		}},
+		graduation.ActionSwitchStorage: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
+			return r.switchStorage(ctx, g.crd, s.StorageVersion)
+		}},
+		graduation.ActionMigrate: {checkAccess: true, perform: r.migrate},
+		graduation.ActionPrune: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
+			return r.prune(ctx, g.policy, g.crd, s.StorageVersion)
+		}},
+		graduation.ActionDeprecate: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
+			return r.deprecate(ctx, g.policy, g.crd, s.Versions)
+		}},
+		graduation.ActionUnserve: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
+			return r.unserve(ctx, g.crd, s.Versions)
+		}},
+		graduation.ActionCleanupManagedFields: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
+			return r.cleanupManagedFields(ctx, g.policy, g.crd, s.Versions)
+		}},
+	}
+}
+
+// take performs one step, with one log line when it starts and one when it
+// ends.
+func (r *CRDVersionPolicyReconciler) take(ctx context.Context, g *graduationRun, s graduation.Step) error {
+	def, ok := r.steps()[s.Action]
+	if !ok {
+		return fmt.Errorf("unknown action %q", s.Action)
+	}
+	logger := log.FromContext(ctx).WithValues("policy", klog.KObj(g.policy), "step", s.Action, "storageVersion", s.StorageVersion)
+	if len(s.Versions) > 0 {
+		logger = logger.WithValues("versions", s.Versions)
+	}
+	logger.Info("step started")
+	start := r.now()
+	var err error
+	if def.checkAccess {
+		err = r.mayMigrate(ctx, g.policy, g.crd, s.StorageVersion)
+	}
+	if err == nil {
+		err = def.perform(ctx, g, s)
+	}
+	done := []any{"duration", r.now().Sub(start).Round(time.Millisecond), "succeeded", err == nil}
+	if run := g.policy.Status.Migration; s.Action == graduation.ActionMigrate && run != nil {
+		done = append(done, "listed", run.Listed, "rewritten", run.Rewritten, "skipped", run.Skipped, "failed", run.Failed,
+			"caughtUp", run.CaughtUp)
+	}
+	if s.Action == graduation.ActionPreflight && g.preflight != nil {
+		done = append(done, "passed", g.preflight.Passed, "reason", g.preflight.Reason)
+	}
+	logger.Info("step finished", done...)
+	return err
+}
+
+// stalled records a step (or a read) that failed: Plan, told of the
+// failure, keeps the phase and the other conditions and says why in Ready,
+// and counts the attempt in status.retries; the policy is retried after a
+// backoff (5s doubling to 5m). An Event marks the first failure only, and
+// another one the recovery (recovered).
+func (r *CRDVersionPolicyReconciler) stalled(ctx context.Context, g *graduationRun, in graduation.Input,
+	failed *graduation.StepError) (ctrl.Result, error) {
 	if ctx.Err() != nil {
 		// The manager is stopping: not a failure of the step.
-		return ctrl.Result{}, errors.Join(err, status.write(saveCtx))
+		return ctrl.Result{}, failed.Err
 	}
-	policy.Status.Retries++
-	stall := graduation.StallOf(step, err, policy.Status.Retries)
-	meta.SetStatusCondition(&policy.Status.Conditions, metav1.Condition{
-		Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: stall.Reason, Message: stall.Message,
-		ObservedGeneration: policy.Generation, LastTransitionTime: metav1.NewTime(r.now()),
-	})
-	stepErrors.WithLabelValues(policy.Name, step, stall.Reason).Inc()
-	if policy.Status.Retries == 1 {
-		r.event(policy, crd, corev1.EventTypeWarning, stall.Reason, step, stall.Message)
+	in.Failed = failed
+	s := graduation.Plan(in)
+	r.record(g.policy, s, in.Now)
+	stepErrors.WithLabelValues(g.policy.Name, failed.Step, s.Stall.Reason).Inc()
+	if s.Retries == 1 {
+		r.event(g.policy, g.crd, corev1.EventTypeWarning, s.Stall.Reason, failed.Step, s.Stall.Message)
 	}
-	log.FromContext(ctx).Error(err, "step failed; retrying", "step", step, "reason", stall.Reason,
-		"attempt", policy.Status.Retries, "retryAfter", stall.RetryAfter)
-	if werr := status.write(saveCtx); werr != nil {
-		return ctrl.Result{}, errors.Join(err, werr)
-	}
-	return ctrl.Result{RequeueAfter: stall.RetryAfter}, nil
+	log.FromContext(ctx).Error(failed.Err, "step failed; retrying", "policy", klog.KObj(g.policy), "step", failed.Step,
+		"reason", s.Stall.Reason, "attempt", s.Retries, "retryAfter", s.Stall.RetryAfter)
+	return ctrl.Result{RequeueAfter: s.RequeueAfter}, nil
 }
 
-// recovered clears a stall once its step succeeded again: Ready goes back
-// to what the plan says, and one Event tells the recovery.
-func (r *CRDVersionPolicyReconciler) recovered(policy *graduatorv1alpha1.CRDVersionPolicy,
-	crd *apiextensionsv1.CustomResourceDefinition, step graduation.Step) {
-	if policy.Status.Retries == 0 {
+// recovered ends a stall once a step succeeded again: Plan, told there is
+// no failure left to report, puts Ready back, and one Event tells the
+// recovery.
+func (r *CRDVersionPolicyReconciler) recovered(g *graduationRun, in graduation.Input, s graduation.Step) {
+	attempts := g.policy.Status.Retries
+	if attempts == 0 {
 		return
 	}
-	attempts := policy.Status.Retries
-	policy.Status.Retries = 0
-	if ready := meta.FindStatusCondition(step.Conditions, graduatorv1alpha1.ConditionReady); ready != nil {
-		c := *ready
-		c.ObservedGeneration, c.LastTransitionTime = policy.Generation, metav1.NewTime(r.now())
-		meta.SetStatusCondition(&policy.Status.Conditions, c)
-	}
-	r.event(policy, crd, corev1.EventTypeNormal, "Recovered", string(step.Action),
-		fmt.Sprintf("%s succeeded again after %d failed attempts", step.Action, attempts))
+	in.Attempts = 0
+	r.record(g.policy, graduation.Plan(in), r.now())
+	r.event(g.policy, g.crd, corev1.EventTypeNormal, "Recovered", string(s.Action),
+		fmt.Sprintf("%s succeeded again after %d failed attempts", s.Action, attempts))
 }
 
 // refreshSpec rereads the policy's spec (uncached: a pause must be seen at
@@ -274,27 +325,20 @@ func (r *CRDVersionPolicyReconciler) getCRD(ctx context.Context, name string) (*
 	return crd, nil
 }
 
-// record writes the step's phase and conditions into the policy's status.
-// While a failed step is retried, Ready keeps saying why it failed until the
-// step succeeds (recovered) or the plan has nothing to do.
+// record puts the plan's phase, conditions and retry count into the
+// policy's status (written when Reconcile returns), the phase into the
+// metrics, and a phase change into an Event.
 func (r *CRDVersionPolicyReconciler) record(policy *graduatorv1alpha1.CRDVersionPolicy, step graduation.Step, now time.Time) {
 	previous := policy.Status.Phase
 	policy.Status.ObservedGeneration = policy.Generation
 	policy.Status.Phase = step.Phase
-	retrying := policy.Status.Retries > 0 && step.Action != graduation.ActionNone
-	if policy.Status.Retries > 0 && !retrying {
-		// Nothing left to retry (paused, blocked or done).
-		policy.Status.Retries = 0
-	}
+	policy.Status.Retries = step.Retries
 	for _, c := range step.Conditions {
-		if retrying && c.Type == graduatorv1alpha1.ConditionReady {
-			continue
-		}
 		c.ObservedGeneration = policy.Generation
 		c.LastTransitionTime = metav1.NewTime(now)
 		meta.SetStatusCondition(&policy.Status.Conditions, c)
 	}
-	for _, phase := range allPhases {
+	for _, phase := range graduatorv1alpha1.Phases {
 		value := 0.0
 		if phase == step.Phase {
 			value = 1
@@ -308,12 +352,6 @@ func (r *CRDVersionPolicyReconciler) record(policy *graduatorv1alpha1.CRDVersion
 		}
 		r.Recorder.Eventf(policy, nil, eventType, string(step.Phase), "Plan", "%s", step.Message())
 	}
-}
-
-var allPhases = []graduatorv1alpha1.Phase{
-	graduatorv1alpha1.PhasePending, graduatorv1alpha1.PhasePreflight, graduatorv1alpha1.PhaseSwitchingStorage,
-	graduatorv1alpha1.PhaseMigrating, graduatorv1alpha1.PhasePruning, graduatorv1alpha1.PhaseRetiring,
-	graduatorv1alpha1.PhaseGraduated, graduatorv1alpha1.PhaseBlocked,
 }
 
 // event records an Event on the policy and, when it exists, on the CRD.
@@ -341,49 +379,38 @@ func (r *CRDVersionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if workers == 0 {
 		workers = 1
 	}
-	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], name string) {
-		q.Add(reconcile.Request{NamespacedName: client.ObjectKey{Name: name}})
-	}
-	policyEvents := handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object.GetName())
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			// Status writes of our own do not wake the policy up; spec edits do.
-			if e.ObjectOld.GetGeneration() == e.ObjectNew.GetGeneration() {
-				return
-			}
-			r.runs.interrupt(e.ObjectNew.GetName(), errPolicyChanged)
-			enqueue(q, e.ObjectNew.GetName())
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.runs.interrupt(e.Object.GetName(), errPolicyChanged)
-			enqueue(q, e.Object.GetName())
-		},
-	}
-	// A policy is named after its CRD, so a CRD event wakes the policy of the
-	// same name (if there is none, the reconcile finds nothing).
-	crdEvents := handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(q, e.Object.GetName())
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-				r.runs.interrupt(e.ObjectNew.GetName(), errCRDChanged)
-			}
-			enqueue(q, e.ObjectNew.GetName())
-		},
-		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.runs.interrupt(e.Object.GetName(), errCRDChanged)
-			enqueue(q, e.Object.GetName())
-		},
-	}
+	// A policy is named after its CRD, so an event of either enqueues the
+	// policy of that name (if there is none, the reconcile finds nothing).
+	// Status writes of our own do not wake the policy up; spec edits do.
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("crdversionpolicy").
-		Watches(&graduatorv1alpha1.CRDVersionPolicy{}, policyEvents).
-		Watches(&apiextensionsv1.CustomResourceDefinition{}, crdEvents).
+		Watches(&graduatorv1alpha1.CRDVersionPolicy{}, &handler.EnqueueRequestForObject{},
+			builder.WithPredicates(r.interrupting(errPolicyChanged), predicate.GenerationChangedPredicate{})).
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, &handler.EnqueueRequestForObject{},
+			builder.WithPredicates(r.interrupting(errCRDChanged))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
+}
+
+// interrupting stops the running migration of the object's name, between
+// two writes, when the object changes generation or is deleted: the next
+// plan decides, on fresh reads, whether it resumes, restarts or stops. It
+// lets every event through; predicates see each event before it is queued,
+// which is when the run must learn of it.
+func (r *CRDVersionPolicyReconciler) interrupting(why error) predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+				r.runs.interrupt(e.ObjectNew.GetName(), why)
+			}
+			return true
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			r.runs.interrupt(e.Object.GetName(), why)
+			return true
+		},
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // runningMigrations holds the cancel function of each policy's running

@@ -42,10 +42,6 @@ import (
 	"github.com/graduator/graduator/graduation"
 )
 
-// FleetLabel marks a policy that a selector policy generated for one of its
-// CRDs; its value is the selector policy's name.
-const FleetLabel = "graduator.io/fleet"
-
 // maxFleetList bounds each list in a fleet's status.
 const maxFleetList = 20
 
@@ -117,45 +113,44 @@ func (r *FleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	return ctrl.Result{}, r.writeStatus(ctx, policy, fleet, stale)
 }
 
-// govern makes sure the CRD has a policy, and returns it (nil if none).
+// govern makes sure the CRD has a policy, and returns it: a new one of the
+// fleet's, the fleet's own brought in line, or one it must leave alone.
 func (r *FleetReconciler) govern(ctx context.Context, fleetPolicy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition, byName map[string]*graduatorv1alpha1.CRDVersionPolicy) (*graduatorv1alpha1.CRDVersionPolicy, error) {
-	existing := byName[crd.Name]
-	switch {
-	case existing == nil:
-		child := &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}
-		r.generate(fleetPolicy, child)
-		if err := controllerutil.SetControllerReference(fleetPolicy, child, r.Client.Scheme()); err != nil {
-			return nil, err
+	member := &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}
+	op, err := controllerutil.CreateOrPatch(ctx, r.Client, member, func() error {
+		if !claims(fleetPolicy, crd, member, byName) {
+			return nil
 		}
-		if err := r.Client.Create(ctx, child); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("create the policy of %s for fleet %s: %w", crd.Name, fleetPolicy.Name, err)
-		}
+		r.generate(fleetPolicy, member)
+		member.OwnerReferences = nil
+		return controllerutil.SetControllerReference(fleetPolicy, member, r.Client.Scheme())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create or update the policy of %s for fleet %s: %w", crd.Name, fleetPolicy.Name, err)
+	}
+	if op == controllerutil.OperationResultCreated {
 		log.FromContext(ctx).Info("governing a CRD", "fleet", fleetPolicy.Name, "crd", crd.Name)
-		return child, nil
-	case existing.Labels[FleetLabel] == "":
-		return existing, nil // the user's own policy: it wins
-	case existing.Labels[FleetLabel] != fleetPolicy.Name:
-		other := byName[existing.Labels[FleetLabel]]
-		if other != nil && other.Spec.Selector != nil && Selects(other.Spec.Selector, crd) && !older(fleetPolicy, other) {
-			return existing, nil // an older selector keeps it
-		}
 	}
-	// Ours, or taken over from a younger or vanished selector.
-	updated := existing.DeepCopy()
-	r.generate(fleetPolicy, updated)
-	updated.OwnerReferences = nil
-	if err := controllerutil.SetControllerReference(fleetPolicy, updated, r.Client.Scheme()); err != nil {
-		return nil, err
+	return member, nil
+}
+
+// claims reports whether the fleet generates the CRD's policy: a new one,
+// its own, or one taken over from a younger or vanished selector. A policy
+// of the user's own wins; between two selectors the older one keeps it.
+func claims(fleetPolicy *graduatorv1alpha1.CRDVersionPolicy, crd *apiextensionsv1.CustomResourceDefinition,
+	existing *graduatorv1alpha1.CRDVersionPolicy, byName map[string]*graduatorv1alpha1.CRDVersionPolicy) bool {
+	owner := existing.Labels[graduatorv1alpha1.FleetLabel]
+	switch {
+	case existing.ResourceVersion == "":
+		return true // not created yet
+	case owner == "":
+		return false // the user's own policy: it wins
+	case owner != fleetPolicy.Name:
+		other := byName[owner]
+		return other == nil || other.Spec.Selector == nil || !Selects(other.Spec.Selector, crd) || older(fleetPolicy, other)
 	}
-	if equality.Semantic.DeepEqual(updated.Spec, existing.Spec) && equality.Semantic.DeepEqual(updated.Labels, existing.Labels) &&
-		equality.Semantic.DeepEqual(updated.OwnerReferences, existing.OwnerReferences) {
-		return existing, nil
-	}
-	if err := r.Client.Patch(ctx, updated, client.MergeFrom(existing)); err != nil {
-		return nil, fmt.Errorf("update the policy of %s for fleet %s: %w", crd.Name, fleetPolicy.Name, err)
-	}
-	return updated, nil
+	return true
 }
 
 // generate sets a generated policy's label and spec: GitOps mode with the
@@ -164,7 +159,7 @@ func (r *FleetReconciler) generate(fleetPolicy, child *graduatorv1alpha1.CRDVers
 	if child.Labels == nil {
 		child.Labels = map[string]string{}
 	}
-	child.Labels[FleetLabel] = fleetPolicy.Name
+	child.Labels[graduatorv1alpha1.FleetLabel] = fleetPolicy.Name
 	child.Spec = graduatorv1alpha1.CRDVersionPolicySpec{
 		Migration:            fleetPolicy.Spec.Migration,
 		CleanupManagedFields: fleetPolicy.Spec.CleanupManagedFields,
@@ -177,7 +172,7 @@ func (r *FleetReconciler) generate(fleetPolicy, child *graduatorv1alpha1.CRDVers
 // them stops between two writes (the policy watch interrupts it).
 func (r *FleetReconciler) deleteGenerated(ctx context.Context, fleetName string, keep map[string]bool) error {
 	var generated graduatorv1alpha1.CRDVersionPolicyList
-	if err := r.Client.List(ctx, &generated, client.MatchingLabels{FleetLabel: fleetName}); err != nil {
+	if err := r.Client.List(ctx, &generated, client.MatchingLabels{graduatorv1alpha1.FleetLabel: fleetName}); err != nil {
 		return fmt.Errorf("list the policies of fleet %s: %w", fleetName, err)
 	}
 	for i := range generated.Items {
@@ -198,9 +193,9 @@ func summarize(fleet *graduatorv1alpha1.FleetStatus, crdName, fleetName string, 
 			*list = append(*list, graduatorv1alpha1.FleetMember{CRD: crdName, Message: message})
 		}
 	}
-	if member.Labels[FleetLabel] != fleetName {
+	if member.Labels[graduatorv1alpha1.FleetLabel] != fleetName {
 		who := "policy " + member.Name
-		if f := member.Labels[FleetLabel]; f != "" {
+		if f := member.Labels[graduatorv1alpha1.FleetLabel]; f != "" {
 			who = "the older selector policy " + f
 		}
 		add(&fleet.GovernedElsewhere, "governed by "+who)
@@ -315,8 +310,8 @@ func (r *FleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return nil
 		case p.Spec.Selector != nil:
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p.Name}}}
-		case p.Labels[FleetLabel] != "":
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p.Labels[FleetLabel]}}}
+		case p.Labels[graduatorv1alpha1.FleetLabel] != "":
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: p.Labels[graduatorv1alpha1.FleetLabel]}}}
 		}
 		// A policy of the user's own may have taken a CRD from a fleet.
 		return fleets(ctx)

@@ -21,14 +21,16 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
 
-// statusWriter writes a policy's status only when it changed since the last
-// write, so a reconcile that loops over several steps never writes the same
-// status twice.
+// statusWriter is the policy's patch helper: Reconcile changes the status
+// in memory and writes it once when it returns (a deferred write), and a
+// running migration writes its progress after each page. It writes only
+// what changed since the last write, and nothing when nothing did.
 type statusWriter struct {
 	client  client.Client
 	policy  *graduatorv1alpha1.CRDVersionPolicy
@@ -52,6 +54,9 @@ func (w *statusWriter) write(ctx context.Context) error {
 	patched := w.written.DeepCopy()
 	w.policy.Status.DeepCopyInto(&patched.Status)
 	if err := w.client.Status().Patch(ctx, patched, client.MergeFrom(w.written)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // deleted meanwhile: no status left to write
+		}
 		return fmt.Errorf("write status of policy %s: %w", w.policy.Name, err)
 	}
 	w.written = patched

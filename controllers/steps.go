@@ -27,7 +27,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	apidiscovery "k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/klog/v2"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/errclass"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
 )
@@ -44,30 +44,36 @@ import (
 // dry-run writes at the target version.
 const preflightSample = 5
 
-// Preflight reasons, set on the PreflightPassed condition.
+// Preflight reasons, set on the PreflightPassed condition (and
+// graduation.ReasonConversionFailed).
 const (
-	reasonConversionFailed = "ConversionFailed"
-	reasonReadFailed       = "ReadFailed"
-	reasonWriteRejected    = "WriteRejected"
+	reasonReadFailed    = "ReadFailed"
+	reasonWriteRejected = "WriteRejected"
 )
-
-func resourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
-}
 
 // preflight reads a sample of objects at the target version, which makes the
 // API server convert them (exercising the conversion webhook), and writes
 // them back as a dry run, which exercises validation and admission, before
 // anything is changed. The dry run takes the path the migration will take:
 // the same subresource, the same patch and preconditions.
-func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string,
-	writeTo migration.WriteTarget) graduation.PreflightResult {
-	gvr := resourceAt(crd, target)
+// A failed preflight is also told in an Event.
+func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	crd *apiextensionsv1.CustomResourceDefinition, target string) *graduation.PreflightResult {
+	result := r.samplePreflight(ctx, crd, target, policy.Spec.Migration.WriteTo)
+	if !result.Passed {
+		r.event(policy, crd, corev1.EventTypeWarning, graduation.ReasonPreflightFailed, "Preflight", result.Message)
+	}
+	return &result
+}
+
+func (r *CRDVersionPolicyReconciler) samplePreflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string,
+	writeTo graduatorv1alpha1.WriteTarget) graduation.PreflightResult {
+	gvr := graduation.ResourceAt(crd, target)
 	list, err := r.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: preflightSample})
 	if err != nil {
 		reason := reasonReadFailed
-		if migration.IsConversionError(err) {
-			reason = reasonConversionFailed
+		if errclass.IsConversionError(err) {
+			reason = graduation.ReasonConversionFailed
 		}
 		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("reading %s at %s: %v", crd.Spec.Names.Plural, target, err)}
 	}
@@ -86,8 +92,8 @@ func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiexte
 			}
 		}
 		reason := reasonWriteRejected
-		if migration.IsConversionError(err) {
-			reason = reasonConversionFailed
+		if errclass.IsConversionError(err) {
+			reason = graduation.ReasonConversionFailed
 		}
 		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("a no-op write of %s at %s was refused: %v",
 			klog.KObj(&obj), target, err)}
@@ -102,7 +108,7 @@ func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, crd *apiexte
 // written.
 func (r *CRDVersionPolicyReconciler) mayMigrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition, version string) error {
-	if err := access.Check(ctx, r.Reviews, resourceAt(crd, version), migration.WriteTarget(policy.Spec.Migration.WriteTo)); err != nil {
+	if err := access.Check(ctx, r.Reviews, graduation.ResourceAt(crd, version), policy.Spec.Migration.WriteTo); err != nil {
 		// The error names the resource already; the condition message keeps
 		// 600 characters, which a long group name repeated would exceed.
 		return fmt.Errorf("check access: %w", err)
@@ -212,8 +218,8 @@ func (r *CRDVersionPolicyReconciler) patchVersions(ctx context.Context, crd *api
 // migrate runs or resumes the storage migration, saving its progress in the
 // policy's status after every page so that a restarted operator resumes from
 // the last saved continue token.
-func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy, status *statusWriter,
-	crd *apiextensionsv1.CustomResourceDefinition, step graduation.Step) error {
+func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, g *graduationRun, step graduation.Step) error {
+	policy, crd := g.policy, g.crd
 	logger := log.FromContext(ctx)
 	run := policy.Status.Migration
 	if step.Restart || run == nil {
@@ -227,9 +233,6 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	} else {
 		logger.Info("resuming the migration", "continue", run.ContinueToken != "", "listed", run.Listed)
 	}
-	if err := status.write(ctx); err != nil {
-		return err
-	}
 
 	settings := policy.Spec.Migration
 	runCtx, cancel := context.WithCancelCause(ctx)
@@ -240,13 +243,12 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	defer migrationsRunning.Dec()
 	counted := progressOf(run)
 	opts := migration.Options{
-		Resource:    resourceAt(crd, step.StorageVersion),
+		Resource:    graduation.ResourceAt(crd, step.StorageVersion),
 		Config:      r.Config,
 		Concurrency: int(settings.Concurrency),
 		PageSize:    settings.PageSize,
 		QPS:         float32(settings.QPS),
-		WriteTo:     migration.WriteTarget(settings.WriteTo),
-		Checkpoint:  run.ResourceVersion,
+		WriteTo:     settings.WriteTo,
 		Resume:      progressOf(run),
 		MaxFailures: 20,
 		OnProgress: func(p migration.Progress) {
@@ -254,11 +256,13 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 			migrationWriters.WithLabelValues(crd.Name).Set(float64(p.Writers))
 			observeProgress(crd.Name, p)
 			recordProgress(run, p)
-			r.recovered(policy, crd, step) // a page went through: the run moves again
 			// Conditions follow the run as it goes: objects rejected so far
-			// show in Ready at once, not only when the run ends.
-			r.record(policy, graduation.Plan(graduation.Input{CRD: crd, Policy: policy, Now: r.now(), StorageSettled: true}), r.now())
-			if err := status.write(ctx); err != nil {
+			// show in Ready at once, not only when the run ends. A page went
+			// through, so a stall is over (Attempts 0): the run moves again.
+			now := r.now()
+			r.recovered(g, graduation.Input{CRD: crd, Policy: policy, Now: now, StorageSettled: true}, step)
+			r.record(policy, graduation.Plan(graduation.Input{CRD: crd, Policy: policy, Now: now, StorageSettled: true}), now)
+			if err := g.status.write(ctx); err != nil {
 				logger.Error(err, "saving migration progress")
 			}
 			if why := r.runInvalidated(ctx, policy, run); why != nil {
@@ -275,7 +279,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 	if why := context.Cause(runCtx); errors.Is(why, errCRDChanged) || errors.Is(why, errPolicyChanged) {
 		// The CRD or the policy changed: the next plan decides what follows.
 		logger.Info("migration interrupted", "reason", why.Error())
-		return status.write(ctx)
+		return nil
 	} else if why != nil && ctx.Err() == nil {
 		err = why // a check between pages failed
 	}
@@ -294,7 +298,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, policy *gradua
 		r.event(policy, crd, eventType, reason, "Migrate", fmt.Sprintf("%d %s rewritten as %s, %d skipped, %d failed",
 			run.Rewritten, crd.Spec.Names.Plural, step.StorageVersion, run.Skipped, run.Failed))
 	}
-	return status.write(ctx)
+	return nil
 }
 
 // errCRDChanged and errPolicyChanged stop a run whose premise no longer holds.
@@ -403,7 +407,7 @@ func (r *CRDVersionPolicyReconciler) cleanupManagedFields(ctx context.Context, p
 			served = append(served, v.Name)
 		}
 	}
-	cleaned, err := migration.CleanupManagedFields(ctx, r.Dynamic, resourceAt(crd, graduation.StorageVersion(crd)), served)
+	cleaned, err := migration.CleanupManagedFields(ctx, r.Dynamic, graduation.ResourceAt(crd, graduation.StorageVersion(crd)), served)
 	if err != nil {
 		return fmt.Errorf("clean managedFields of %s: %w", crd.Name, err)
 	}

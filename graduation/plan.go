@@ -23,14 +23,15 @@ package graduation
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
@@ -130,6 +131,21 @@ type Input struct {
 	// StorageSettled is true when API discovery advertises the CRD's current
 	// storage version (its storageVersionHash).
 	StorageSettled bool
+	// Failed is the step that failed in this reconcile, with its error; nil
+	// when none did.
+	Failed *StepError
+	// Attempts is how many steps failed in a row before this plan
+	// (status.retries): while it is above 0 and the plan still has a step to
+	// take, Ready keeps saying why the last try failed.
+	Attempts int32
+}
+
+// StepError is a step that returned an error.
+type StepError struct {
+	// Step is the action, or another name for a read the plan depends on
+	// (StepDiscovery, "GetCRD").
+	Step string
+	Err  error
 }
 
 // Step is the next thing to do and the conditions that describe the
@@ -149,6 +165,11 @@ type Step struct {
 	// Conditions are the policy's conditions without timestamps or
 	// observedGeneration; the reconciler fills those in.
 	Conditions []metav1.Condition
+	// Retries is what status.retries becomes: the failures in a row.
+	Retries int32
+	// Stall is set when Input.Failed is: why the step failed and when to
+	// try again (RequeueAfter is the same wait).
+	Stall *Stall
 }
 
 // Message returns the Ready condition's message: the one line a person reads
@@ -212,11 +233,41 @@ var allConditions = []string{
 
 // finish completes a step: Ready mirrors the blocking reason, and conditions
 // not reached yet are Unknown.
+// While failed steps are retried (Input.Attempts) and the plan still has a
+// step to take, Ready keeps the last failure's words until a step succeeds;
+// a plan with nothing to do (paused, blocked, done) ends the retries.
 func (p *planner) finish(s Step, ready metav1.ConditionStatus, reason, format string, args ...any) Step {
 	p.set(graduatorv1alpha1.ConditionReady, ready, reason, format, args...)
 	p.unknown(ReasonWaitingForPrevious, "waits for the earlier steps", allConditions...)
+	if p.in.Attempts > 0 && s.Action != ActionNone {
+		s.Retries = p.in.Attempts
+		if prev := meta.FindStatusCondition(p.status.Conditions, graduatorv1alpha1.ConditionReady); prev != nil {
+			meta.SetStatusCondition(&p.conditions, metav1.Condition{
+				Type: prev.Type, Status: prev.Status, Reason: prev.Reason, Message: prev.Message,
+			})
+		}
+	}
 	s.Conditions = p.conditions
 	return s
+}
+
+// stalled is the plan after a step failed: the phase and every condition
+// stay as they were (the run is not lost), and Ready says why the step
+// failed and when it is tried again.
+func (p *planner) stalled(failed StepError) Step {
+	attempt := p.in.Attempts + 1
+	stall := StallOf(failed.Step, failed.Err, attempt)
+	conditions := make([]metav1.Condition, 0, len(p.status.Conditions)+1)
+	for _, c := range p.status.Conditions {
+		conditions = append(conditions, metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+	}
+	meta.SetStatusCondition(&conditions, metav1.Condition{
+		Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: stall.Reason, Message: stall.Message,
+	})
+	return Step{
+		Action: ActionNone, Phase: p.status.Phase, RequeueAfter: stall.RetryAfter,
+		Conditions: conditions, Retries: attempt, Stall: &stall,
+	}
 }
 
 // ReasonWaitingForPrevious marks a condition whose step is not reached yet.
@@ -238,6 +289,9 @@ func Plan(in Input) Step {
 	p := &planner{in: in, crd: in.CRD, spec: in.Policy.Spec, status: in.Policy.Status}
 	none := Step{Action: ActionNone}
 
+	if in.Failed != nil {
+		return p.stalled(*in.Failed)
+	}
 	if p.spec.Paused {
 		s := none
 		s.Phase = in.Policy.Status.Phase
@@ -277,8 +331,7 @@ func Plan(in Input) Step {
 
 // checkVersions refuses a policy that names versions the CRD does not have.
 func (p *planner) checkVersions(s Step, target string, gitOps bool) (Step, bool) {
-	if v := version(p.crd, target); v != nil && p.spec.Migration.WriteTo == graduatorv1alpha1.WriteToStatus &&
-		(v.Subresources == nil || v.Subresources.Status == nil) {
+	if StatusSubresourceMissing(p.crd, target, p.spec.Migration.WriteTo) {
 		// Every write to /status would answer 404 and migrate nothing.
 		return p.blocked(s, ReasonStatusSubresourceMissing,
 			"spec.migration.writeTo is Status but version %s of %s has no status subresource, so no object could be "+
@@ -286,13 +339,12 @@ func (p *planner) checkVersions(s Step, target string, gitOps bool) (Step, bool)
 			target, p.crd.Name, target), true
 	}
 	if !gitOps {
-		v := version(p.crd, target)
-		if v == nil {
+		if crdVersion(p.crd, target) == nil {
 			return p.blocked(s, ReasonUnknownVersion,
 				"spec.storageVersion %q is not a version of CustomResourceDefinition %s (it has %s); nothing was changed",
 				target, p.crd.Name, strings.Join(versionNames(p.crd), ", ")), true
 		}
-		if !v.Served {
+		if !apihelpers.HasServedCRDVersion(p.crd, target) {
 			return p.blocked(s, ReasonVersionNotServed,
 				"version %s of %s is not served; serve it before making it the storage version; nothing was changed",
 				target, p.crd.Name), true
@@ -302,7 +354,7 @@ func (p *planner) checkVersions(s Step, target string, gitOps bool) (Step, bool)
 	// retired (removed from the manifest); one the CRD never had is a typo.
 	var unknown []string
 	for _, name := range listedVersions(p.spec) {
-		if version(p.crd, name) == nil && !p.everObserved(name) {
+		if crdVersion(p.crd, name) == nil && !p.everObserved(name) {
 			unknown = append(unknown, name)
 		}
 	}
@@ -327,15 +379,13 @@ func (p *planner) storage(s Step, current, target string) (Step, bool) {
 	p.set(graduatorv1alpha1.ConditionStorageVersionSet, metav1.ConditionFalse, ReasonSwitchPending,
 		"the CRD stores %s; Graduator will switch it to %s after the preflight checks", current, target)
 
-	if p.crd.Spec.Conversion == nil || p.crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
-		if !sameSchema(version(p.crd, current), version(p.crd, target)) {
-			p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionFalse, ReasonConversionNotConfigured,
-				"versions %s and %s have different schemas but the CRD has no conversion webhook", current, target)
-			return p.blocked(s, ReasonConversionNotConfigured,
-				"versions %s and %s of %s have different schemas but spec.conversion.strategy is not Webhook: "+
-					"objects would be stored unconverted; configure a conversion webhook; nothing was changed",
-				current, target, p.crd.Name), true
-		}
+	if ConversionMissing(p.crd, crdVersion(p.crd, current), crdVersion(p.crd, target)) {
+		p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionFalse, ReasonConversionNotConfigured,
+			"versions %s and %s have different schemas but the CRD has no conversion webhook", current, target)
+		return p.blocked(s, ReasonConversionNotConfigured,
+			"versions %s and %s of %s have different schemas but spec.conversion.strategy is not Webhook: "+
+				"objects would be stored unconverted; configure a conversion webhook; nothing was changed",
+			current, target, p.crd.Name), true
 	}
 
 	pre := p.in.Preflight
@@ -474,7 +524,7 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 		wait                                             time.Duration
 	)
 	for _, want := range p.desired() {
-		v := version(p.crd, want.name)
+		v := crdVersion(p.crd, want.name)
 		if v == nil {
 			continue // removed from the CRD: retired for good
 		}
@@ -485,7 +535,7 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 			advice = append(advice, fmt.Sprintf("%s is still the storage version: switch storage to another version first", want.name))
 			continue
 		}
-		if want.unserve && !v.Served {
+		if want.unserve && !apihelpers.HasServedCRDVersion(p.crd, want.name) {
 			// Unserved (by us or by the manifest): only the cleanup is left.
 			if p.spec.CleanupManagedFields == nil || *p.spec.CleanupManagedFields {
 				if vs := p.versionStatus(want.name); vs == nil || !vs.ManagedFieldsCleaned {
@@ -494,7 +544,7 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 			}
 			continue
 		}
-		if want.deprecate && (!v.Deprecated || !equalPtr(v.DeprecationWarning, want.warning)) {
+		if want.deprecate && (!v.Deprecated || !ptr.Equal(v.DeprecationWarning, want.warning)) {
 			switch {
 			case !gitOps:
 				toDeprecate = append(toDeprecate, want.name)
@@ -523,22 +573,25 @@ func (p *planner) retirement(s Step, target string, gitOps bool) Step {
 	}
 
 	s.Phase = graduatorv1alpha1.PhaseRetiring
+	slices.Sort(toDeprecate)
+	slices.Sort(toUnserve)
+	slices.Sort(toClean)
+	// retire acts on versions: VersionsRetired says what is done to them
+	// (condFormat), Ready what the graduation does (readyFormat).
+	retire := func(action Action, versions []string, reason, condFormat, readyFormat string) Step {
+		s.Action, s.Versions = action, versions
+		list := strings.Join(versions, ", ")
+		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, reason, condFormat, list)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, readyFormat, list)
+	}
 	switch {
 	case len(toDeprecate) > 0:
-		s.Action, s.Versions = ActionDeprecate, sorted(toDeprecate)
-		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonRetiring,
-			"marking %s deprecated", strings.Join(s.Versions, ", "))
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "deprecating %s", strings.Join(s.Versions, ", "))
+		return retire(ActionDeprecate, toDeprecate, ReasonRetiring, "marking %s deprecated", "deprecating %s")
 	case len(toUnserve) > 0:
-		s.Action, s.Versions = ActionUnserve, sorted(toUnserve)
-		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonRetiring,
-			"unserving %s", strings.Join(s.Versions, ", "))
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "unserving %s", strings.Join(s.Versions, ", "))
+		return retire(ActionUnserve, toUnserve, ReasonRetiring, "unserving %s", "unserving %s")
 	case len(toClean) > 0:
-		s.Action, s.Versions = ActionCleanupManagedFields, sorted(toClean)
-		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonCleaningManagedFields,
-			"removing managedFields entries of %s", strings.Join(s.Versions, ", "))
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "cleaning managedFields of %s", strings.Join(s.Versions, ", "))
+		return retire(ActionCleanupManagedFields, toClean, ReasonCleaningManagedFields,
+			"removing managedFields entries of %s", "cleaning managedFields of %s")
 	case len(advice) > 0:
 		msg := "the CRD manifest owns spec.versions (GitOps mode): " + strings.Join(advice, "; ")
 		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonAwaitingManifestChange, "%s", msg)
@@ -651,7 +704,7 @@ func Observe(crd *apiextensionsv1.CustomResourceDefinition, status *graduatorv1a
 	// Versions removed from the CRD stay listed, so a policy naming them is
 	// known to be about a retired version rather than a typo.
 	for _, old := range previous {
-		if version(crd, old.Name) == nil {
+		if crdVersion(crd, old.Name) == nil {
 			old.Served, old.Storage = false, false
 			versions = append(versions, old)
 		}
@@ -661,12 +714,14 @@ func Observe(crd *apiextensionsv1.CustomResourceDefinition, status *graduatorv1a
 
 // StorageVersion returns the name of the CRD's storage version, or "".
 func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
+	v, _ := apihelpers.GetCRDStorageVersion(crd) // none: ""
+	return v
+}
+
+// ResourceAt is the resource of the CRD's objects at version, as clients
+// address it.
+func ResourceAt(crd *apiextensionsv1.CustomResourceDefinition, version string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: crd.Spec.Group, Version: version, Resource: crd.Spec.Names.Plural}
 }
 
 // StaleStoredVersions returns the versions in status.storedVersions that are
@@ -683,7 +738,7 @@ func StaleStoredVersions(crd *apiextensionsv1.CustomResourceDefinition) []string
 	return stale
 }
 
-func version(crd *apiextensionsv1.CustomResourceDefinition, name string) *apiextensionsv1.CustomResourceDefinitionVersion {
+func crdVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) *apiextensionsv1.CustomResourceDefinitionVersion {
 	for i := range crd.Spec.Versions {
 		if crd.Spec.Versions[i].Name == name {
 			return &crd.Spec.Versions[i]
@@ -713,13 +768,6 @@ func listedVersions(spec graduatorv1alpha1.CRDVersionPolicySpec) []string {
 	return names
 }
 
-func sameSchema(a, b *apiextensionsv1.CustomResourceDefinitionVersion) bool {
-	if a == nil || b == nil {
-		return true
-	}
-	return equality.Semantic.DeepEqual(a.Schema, b.Schema)
-}
-
 func firstFailure(run *graduatorv1alpha1.MigrationStatus) string {
 	if len(run.Failures) == 0 {
 		return ""
@@ -730,18 +778,6 @@ func firstFailure(run *graduatorv1alpha1.MigrationStatus) string {
 		name = f.Namespace + "/" + f.Name
 	}
 	return fmt.Sprintf(" (first: %s: %s)", name, f.Reason)
-}
-
-func equalPtr(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
-}
-
-func sorted(s []string) []string {
-	sort.Strings(s)
-	return s
 }
 
 func isAre(n int) string {

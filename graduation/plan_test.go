@@ -547,3 +547,89 @@ var _ = Describe("StallOf: the reason a person reads when a step keeps failing",
 		Expect(graduation.RetryBackoff(40)).To(Equal(5 * time.Minute))
 	})
 })
+
+var _ = Describe("Plan after a failed step: the last error and the attempts are its input", func() {
+	c := crd([]string{"v1alpha1", "v1beta1"}, ver{name: "v1alpha1", flags: "s"}, ver{name: "v1beta1", flags: "sS"})
+	running := graduatorv1alpha1.MigrationStatus{StorageVersion: "v1beta1", CRDGeneration: 5, Listed: 100, Rewritten: 40, StartedAt: ago(time.Minute)}
+	stalledReady := metav1.Condition{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: graduation.ReasonAPIUnavailable, Message: "Migrate failed (attempt 2): etcd leader changed; retrying in 10s"}
+	before := []metav1.Condition{
+		{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: graduation.ReasonInProgress, Message: "migrating objects to v1beta1"},
+		{Type: graduatorv1alpha1.ConditionPreflightPassed, Status: metav1.ConditionTrue, Reason: graduation.ReasonStorageVersionSet, Message: "the CRD already stores v1beta1"},
+		{Type: graduatorv1alpha1.ConditionStorageVersionSet, Status: metav1.ConditionTrue, Reason: graduation.ReasonStorageVersionSet, Message: "the CRD stores v1beta1"},
+		{Type: graduatorv1alpha1.ConditionStoredVersionsPruned, Status: metav1.ConditionFalse, Reason: graduation.ReasonWaitingForMigration,
+			Message: "status.storedVersions is [v1alpha1, v1beta1]; pruned once every object is rewritten as v1beta1"},
+		{Type: graduatorv1alpha1.ConditionMigrated, Status: metav1.ConditionFalse, Reason: graduation.ReasonMigrating,
+			Message: "rewriting every object as v1beta1: 100 listed, 40 rewritten, 0 skipped, 0 failed so far"},
+		{Type: graduatorv1alpha1.ConditionVersionsRetired, Status: metav1.ConditionUnknown, Reason: graduation.ReasonWaitingForPrevious, Message: "waits for the earlier steps"},
+	}
+	with := func(conditions []metav1.Condition, retries int32) policyOpt {
+		return func(p *graduatorv1alpha1.CRDVersionPolicy) {
+			p.Status.Phase = graduatorv1alpha1.PhaseMigrating
+			p.Status.Conditions = conditions
+			p.Status.Retries = retries
+		}
+	}
+	replaced := func(conditions []metav1.Condition, c metav1.Condition) []metav1.Condition {
+		out := append([]metav1.Condition(nil), conditions...)
+		for i := range out {
+			if out[i].Type == c.Type {
+				out[i] = c // no timestamp: the reconciler sets those
+			}
+		}
+		return out
+	}
+	waiting := func(t string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: metav1.ConditionUnknown, Reason: graduation.ReasonWaitingForPrevious, Message: "waits for the earlier steps"}
+	}
+	type want struct {
+		action     graduation.Action
+		phase      graduatorv1alpha1.Phase
+		retries    int32
+		requeue    time.Duration
+		conditions []metav1.Condition
+	}
+	DescribeTable("Ready says why until a step succeeds; every other condition is the plan's",
+		func(p *graduatorv1alpha1.CRDVersionPolicy, failed *graduation.StepError, w want) {
+			step := graduation.Plan(graduation.Input{CRD: c, Policy: p, Now: now, StorageSettled: true,
+				Failed: failed, Attempts: p.Status.Retries})
+			Expect(step.Action).To(Equal(w.action))
+			Expect(step.Phase).To(Equal(w.phase))
+			Expect(step.Retries).To(Equal(w.retries))
+			Expect(step.RequeueAfter).To(Equal(w.requeue))
+			Expect(plain(step.Conditions)).To(ConsistOf(plain(w.conditions)))
+			Expect(step.Stall != nil).To(Equal(failed != nil))
+		},
+		Entry("a failed step keeps the phase and every condition, and Ready names the failure and the next try",
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(running), with(before, 1)),
+			&graduation.StepError{Step: "Migrate", Err: apierrors.NewServiceUnavailable("etcd leader changed")},
+			want{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseMigrating, retries: 2, requeue: 10 * time.Second,
+				conditions: replaced(before, stalledReady)}),
+		Entry("a step to retry keeps the failure in Ready and counts on",
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(running), with(replaced(before, stalledReady), 2)), nil,
+			want{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, retries: 2,
+				conditions: replaced(before, stalledReady)}),
+		Entry("no attempts left to report: Ready is the plan's again",
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(running), with(replaced(before, stalledReady), 0)), nil,
+			want{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, conditions: before}),
+		Entry("nothing left to do (paused) ends the retries",
+			policy("v1beta1", paused, storedSince("v1beta1", time.Minute), run(running), with(replaced(before, stalledReady), 3)), nil,
+			want{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseMigrating, conditions: []metav1.Condition{
+				{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+					Reason: graduation.ReasonPaused, Message: "the policy is paused; set spec.paused to false to continue"},
+				before[1], before[2], // True stays True
+				waiting(graduatorv1alpha1.ConditionMigrated), waiting(graduatorv1alpha1.ConditionStoredVersionsPruned),
+				waiting(graduatorv1alpha1.ConditionVersionsRetired),
+			}}),
+	)
+})
+
+// plain keeps what Plan decides of each condition: the reconciler sets the
+// timestamps and the observed generation.
+func plain(conditions []metav1.Condition) []metav1.Condition {
+	out := make([]metav1.Condition, 0, len(conditions))
+	for _, c := range conditions {
+		out = append(out, metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
+	}
+	return out
+}

@@ -23,7 +23,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/errclass"
 )
 
 // Reasons of a step that failed and is retried. The Ready condition carries
@@ -90,7 +90,7 @@ func StallOf(step string, err error, attempt int32) Stall {
 // StallReason names the kind of problem behind a failed step.
 func StallReason(step string, err error) string {
 	switch {
-	case migration.IsConversionError(err):
+	case errclass.IsConversionError(err):
 		return ReasonConversionFailed
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
 		return ReasonForbidden
@@ -98,7 +98,7 @@ func StallReason(step string, err error) string {
 		return ReasonConflict
 	case step == StepDiscovery:
 		return ReasonDiscoveryFailed
-	case migration.Retriable(err), migration.IsTimeout(err):
+	case errclass.Retriable(err), errclass.IsTimeout(err):
 		return ReasonAPIUnavailable
 	}
 	return ReasonStepFailed

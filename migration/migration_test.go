@@ -19,8 +19,6 @@ package migration
 import (
 	"context"
 	"errors"
-	"net"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,22 +45,6 @@ var _ = Describe("the checkpoint", func() {
 		Entry("longer numbers compare as numbers", "10000", "9999", true),
 		Entry("no checkpoint yet", "5", "", false),
 		Entry("an unparsable version is rewritten", "abc", "1000", false),
-	)
-})
-
-var _ = Describe("Retriable", func() {
-	gr := schema.GroupResource{Group: "restaurant.example.com", Resource: "pizzas"}
-	DescribeTable("which errors are retried",
-		func(err error, retriable bool) { Expect(Retriable(err)).To(Equal(retriable)) },
-		Entry("throttled", apierrors.NewTooManyRequests("slow down", 2), true),
-		Entry("a webhook outage (500)", apierrors.NewInternalError(errors.New("conversion webhook failed")), true),
-		Entry("unavailable", apierrors.NewServiceUnavailable("later"), true),
-		Entry("a server timeout", apierrors.NewServerTimeout(gr, "patch", 1), true),
-		Entry("a reset connection", &net.OpError{Op: "read", Err: syscall.ECONNRESET}, true),
-		Entry("a conflict", apierrors.NewConflict(gr, "margherita", errors.New("changed")), false),
-		Entry("gone", apierrors.NewNotFound(gr, "margherita"), false),
-		Entry("rejected by admission", apierrors.NewForbidden(gr, "margherita", errors.New("denied")), false),
-		Entry("invalid", apierrors.NewBadRequest("no"), false),
 	)
 })
 

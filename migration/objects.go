@@ -48,8 +48,8 @@ type objectClient interface {
 }
 
 // newObjectClient picks the client: one of the engine's own, built from
-// opts.Config with a transport that reports throttling to the limiter; else
-// opts.Metadata; else the dynamic client.
+// opts.Config with a transport that reports throttling to the limiter, or
+// the dynamic client.
 func newObjectClient(dyn dynamic.Interface, opts Options, writers *limiter) (objectClient, error) {
 	if opts.Config != nil {
 		cfg := rest.CopyConfig(opts.Config)
@@ -63,9 +63,6 @@ func newObjectClient(dyn dynamic.Interface, opts Options, writers *limiter) (obj
 			return nil, fmt.Errorf("create the metadata client: %w", err)
 		}
 		return metadataObjects{md.Resource(opts.Resource)}, nil
-	}
-	if opts.Metadata != nil {
-		return metadataObjects{opts.Metadata.Resource(opts.Resource)}, nil
 	}
 	return dynamicObjects{dyn, opts.Resource}, nil
 }

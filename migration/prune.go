@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,12 +75,7 @@ func PruneStoredVersions(ctx context.Context, c client.Client, crdName string, e
 	if err := c.Get(ctx, client.ObjectKey{Name: crdName}, &crd); err != nil {
 		return fmt.Errorf("get CRD %s: %w", crdName, err)
 	}
-	storage := ""
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			storage = v.Name
-		}
-	}
+	storage, _ := apihelpers.GetCRDStorageVersion(&crd) // none: "", which differs from any expectation
 	if storage != expect.StorageVersion || crd.Generation != expect.Generation {
 		return fmt.Errorf("%w: %s now stores %s at generation %d, the migration ran for %s at generation %d",
 			ErrCRDChanged, crdName, storage, crd.Generation, expect.StorageVersion, expect.Generation)

@@ -34,6 +34,20 @@ const (
 	WriteToStatus WriteTarget = "Status"
 )
 
+// Subresources returns the subresource path the no-op writes take: none for
+// Object, "status" for Status. The migration and the operator's dry-run
+// preflight take the same path.
+func (t WriteTarget) Subresources() []string {
+	if t == WriteToStatus {
+		return []string{"status"}
+	}
+	return nil
+}
+
+// FleetLabel marks a policy that a selector policy (a fleet) generated for
+// one of its CRDs; its value is the fleet's name.
+const FleetLabel = "graduator.io/fleet"
+
 // Phase is the step of the graduation a policy is in.
 // +kubebuilder:validation:Enum=Pending;Preflight;SwitchingStorage;Migrating;Pruning;Retiring;Graduated;Blocked
 type Phase string
@@ -50,6 +64,12 @@ const (
 	PhaseGraduated        Phase = "Graduated"
 	PhaseBlocked          Phase = "Blocked"
 )
+
+// Phases lists every Phase in the order above (the phase metric has one
+// series each).
+var Phases = []Phase{
+	PhasePending, PhasePreflight, PhaseSwitchingStorage, PhaseMigrating, PhasePruning, PhaseRetiring, PhaseGraduated, PhaseBlocked,
+}
 
 // Condition types set on a CRDVersionPolicy. Each one can be waited on with
 // `kubectl wait --for=condition=<type>`.

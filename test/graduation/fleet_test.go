@@ -138,7 +138,7 @@ var _ = Describe("A fleet policy selecting CRDs by group", func() {
 
 		By("the user's policy keeping its CRD")
 		mine := getPolicy(ctx, own.Name)
-		Expect(mine.Labels).NotTo(HaveKey(controllers.FleetLabel))
+		Expect(mine.Labels).NotTo(HaveKey(graduatorv1alpha1.FleetLabel))
 		Expect(mine.Spec.Migration.PageSize).To(BeEquivalentTo(7), "its settings are used")
 		Expect(op.requests.lists(inA[0].Spec.Names.Plural)).NotTo(BeEmpty())
 		Eventually(func() *graduatorv1alpha1.FleetStatus { return getPolicy(ctx, fleet.Name).Status.Fleet }).WithTimeout(time.Minute).

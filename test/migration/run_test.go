@@ -70,7 +70,7 @@ var _ = Describe("migration.Run", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(first.Rewritten).To(BeEquivalentTo(60))
 
-		second, err := migration.Run(ctx, dyn, migration.Options{Resource: f.v2, Checkpoint: first.Checkpoint})
+		second, err := migration.Run(ctx, dyn, migration.Options{Resource: f.v2, Resume: migration.Progress{Checkpoint: first.Checkpoint}})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(second.Rewritten).To(BeZero())
 		Expect(second.Skipped).To(BeEquivalentTo(60), "a repeated run is nearly free")

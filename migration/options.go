@@ -1,0 +1,163 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package migration
+
+import (
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+)
+
+// WriteTarget says where the no-op writes go. It is the policy's
+// spec.migration.writeTo type itself, so the operator passes it on as it is.
+type WriteTarget = graduatorv1alpha1.WriteTarget
+
+const (
+	// WriteToObject patches the object itself.
+	WriteToObject = graduatorv1alpha1.WriteToObject
+	// WriteToStatus patches the /status subresource, for CRDs whose
+	// admission webhooks reject no-op writes to the object.
+	WriteToStatus = graduatorv1alpha1.WriteToStatus
+)
+
+// Defaults for zero Options fields.
+const (
+	// DefaultConcurrency is the upper bound of the adaptive writer limit.
+	DefaultConcurrency = 64
+	DefaultPageSize    = 500
+	DefaultMaxFailures = 20
+	// maxListRestarts bounds how often an expired continue token restarts
+	// the listing in one run.
+	maxListRestarts = 5
+	// pagesInFlight bounds the pages listed but not yet done: memory holds
+	// at most this many pages of metadata.
+	pagesInFlight = 3
+)
+
+// Options configure a Run.
+type Options struct {
+	// Resource is the group, version and plural to migrate. The version is
+	// the one objects are read and written at; any served version works, the
+	// storage version avoids conversions.
+	Resource schema.GroupVersionResource
+	// Config, when set, is what the engine builds its own client from: a
+	// metadata client (only namespace, name, uid and resourceVersion travel,
+	// whatever the size of the objects) whose transport tells the adaptive
+	// limit at once when the API server throttles. Preferred; when nil the
+	// dynamic client given to Run lists, reads and writes.
+	Config *rest.Config
+	// Concurrency is the upper bound on writers in flight; the limit adapts
+	// below it (DefaultConcurrency when 0).
+	Concurrency int
+	// FixedConcurrency keeps Concurrency writers in flight instead of
+	// adapting, for measurements.
+	FixedConcurrency bool
+	// PageSize is the LIST limit.
+	PageSize int64
+	// QPS, when above 0, caps writes per second. None by default: API
+	// Priority and Fairness protects the API server, and the adaptive limit
+	// backs off when it says so.
+	QPS float32
+	// WriteTo is where the no-op writes go; WriteToObject when empty.
+	WriteTo WriteTarget
+	// Resume is the progress of an earlier run to continue: its counts, its
+	// continue token and its Checkpoint. The zero value starts from the
+	// beginning. A fresh run can set only Resume.Checkpoint: a
+	// resourceVersion taken after the storage version switched and settled,
+	// so that objects with a newer resourceVersion (written since) are
+	// skipped without a write. Without one, the first LIST's
+	// resourceVersion is taken (and reported in Progress).
+	Resume Progress
+	// MaxFailures bounds Progress.Failures.
+	MaxFailures int
+	// OnProgress is called, never concurrently, each time the oldest pages
+	// in flight are done, so persisting Progress.Continue and
+	// Progress.Checkpoint is safe; and once more at the end.
+	OnProgress func(Progress)
+	// OnObject, when set, is called as each object of the main pass is
+	// rewritten, skipped or failed, before its page is done and possibly
+	// concurrently: a live count for a progress bar. Progress is the count
+	// to persist.
+	OnObject func()
+}
+
+// Progress counts what a run did. Counts are cumulative, including those of
+// the Options.Resume it started from, and cover done pages only.
+type Progress struct {
+	// Checkpoint is the checkpoint resourceVersion in use.
+	Checkpoint string
+	// Continue is where the next LIST starts; empty at the start and when
+	// the listing is complete. During the catch-up sweep it is the sweep's.
+	Continue string
+	// CatchUp is true once the main pass is complete and the catch-up sweep
+	// runs.
+	CatchUp bool
+	// CatchUpCheckpoint is the resourceVersion of the sweep's listing: the
+	// sweep rewrites objects written between Checkpoint and it.
+	CatchUpCheckpoint string
+	// Listed objects, Rewritten ones, Skipped ones (proven done without a
+	// write of ours: deleted or replaced meanwhile, or written after the
+	// checkpoint) and Failed ones, in the main pass.
+	Listed, Rewritten, Skipped, Failed int64
+	// Remaining is the API server's estimate of the objects not listed yet
+	// (remainingItemCount; 0 after the last page), -1 when unknown.
+	Remaining int64
+	// CaughtUp counts the objects the catch-up sweep found written during
+	// the run and rewrote (or proved done).
+	CaughtUp int64
+	// Writers is the adaptive limit on writes in flight when reported.
+	Writers int
+	// Failures names some of the failed objects, at most Options.MaxFailures.
+	Failures []Failure
+}
+
+// Failure is an object the run could not rewrite.
+type Failure struct {
+	Namespace, Name string
+	// Reason is the API server's error.
+	Reason string
+}
+
+func (f Failure) String() string {
+	return klog.KRef(f.Namespace, f.Name).String() + ": " + f.Reason
+}
+
+// Result is the outcome of a Run.
+type Result struct {
+	Progress
+	// Complete is true when the main pass and the catch-up sweep reached the
+	// end of their listings: every object was handled, and each one is
+	// either done or counted in Failed.
+	Complete bool
+}
+
+func withDefaults(o Options) Options {
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = DefaultPageSize
+	}
+	if o.WriteTo == "" {
+		o.WriteTo = WriteToObject
+	}
+	if o.MaxFailures <= 0 {
+		o.MaxFailures = DefaultMaxFailures
+	}
+	return o
+}

@@ -1,0 +1,415 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/graduator/graduator/errclass"
+)
+
+// passKind tells the main pass from the catch-up sweep.
+type passKind int
+
+const (
+	mainPass passKind = iota
+	catchUpPass
+)
+
+// page is one LIST response, or the error that ended the listing.
+type page struct {
+	items           []objectRef
+	resourceVersion string
+	continueToken   string
+	remaining       int64
+	err             error
+}
+
+// pageRun is a page whose objects are being handled: its counts join the
+// run's progress when it and every page before it are done.
+type pageRun struct {
+	page
+	pending int
+	counts  Progress
+	// unfinished is set when the run stopped before one of its objects was
+	// handled: the page is then never counted, and neither is any after it.
+	unfinished bool
+}
+
+// pass lists every object and hands each to a writer. Writers flow from
+// one page into the next; pages are marked done in listing order.
+func (r *runner) pass(ctx context.Context, kind passKind) (bool, error) {
+	// A writer that meets an error which is not the object's own aborts the
+	// pass through this context; pages not done are then not counted.
+	workCtx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	listCtx, stopListing := context.WithCancel(workCtx)
+	defer stopListing()
+	pages := make(chan page, 1)
+	go r.list(listCtx, r.snapshot().Continue, pages)
+
+	if kind == catchUpPass {
+		r.mu.Lock()
+		slices.Sort(r.written)
+		r.mu.Unlock()
+	}
+	ps := &passState{runner: r, kind: kind, ctx: workCtx, abort: abort, slots: make(chan struct{}, pagesInFlight)}
+	var listErr error
+	for p := range pages {
+		if p.err != nil {
+			listErr = p.err
+			break
+		}
+		if !ps.dispatch(p) {
+			break // the pass was aborted or cancelled
+		}
+	}
+	ps.running.Wait()
+	// Drain the lister, which stops once its context is cancelled.
+	stopListing()
+	for range pages {
+	}
+
+	switch {
+	case listErr != nil:
+		return false, listErr
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case workCtx.Err() != nil:
+		return false, context.Cause(workCtx)
+	}
+	return true, nil
+}
+
+// passState is one pass in flight: the pages handed out and not yet done,
+// in listing order, and the writers working on them.
+type passState struct {
+	*runner
+	kind  passKind
+	ctx   context.Context // cancelled when the pass aborts
+	abort context.CancelCauseFunc
+	// slots bounds the pages in flight (pagesInFlight).
+	slots chan struct{}
+	// running counts the writers at work on this pass's objects.
+	running sync.WaitGroup
+
+	pagesMu  sync.Mutex // guards inFlight
+	inFlight []*pageRun
+}
+
+// dispatch hands every object of p to a writer, or settles it without a
+// write. It returns false when the pass stopped before p could start.
+func (ps *passState) dispatch(p page) bool {
+	select {
+	case ps.slots <- struct{}{}:
+	case <-ps.ctx.Done():
+		return false
+	}
+	progress := ps.takeCheckpoint(p)
+	pr := &pageRun{page: p, pending: len(p.items) + 1} // +1: held until dispatched
+	ps.pagesMu.Lock()
+	ps.inFlight = append(ps.inFlight, pr)
+	ps.pagesMu.Unlock()
+	for _, obj := range p.items {
+		ps.start(pr, obj, progress)
+	}
+	ps.finish(pr, dispatched, nil, objectRef{})
+	return true
+}
+
+// takeCheckpoint takes the first page's resourceVersion as the pass's
+// checkpoint when it has none yet, and returns the progress to judge the
+// page's objects by.
+func (ps *passState) takeCheckpoint(p page) Progress {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	switch {
+	case ps.kind == mainPass && ps.progress.Checkpoint == "":
+		ps.progress.Checkpoint = p.resourceVersion
+	case ps.kind == catchUpPass && ps.progress.CatchUpCheckpoint == "":
+		ps.progress.CatchUpCheckpoint = p.resourceVersion
+	}
+	return ps.progress
+}
+
+// start settles obj at once when it needs no write, else hands it to a
+// writer once the limit allows one more.
+func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
+	checkpoint, needed := ps.needsWrite(ps.kind, obj, progress)
+	switch {
+	case !needed && ps.kind == mainPass:
+		ps.finish(pr, Skipped, nil, obj) // newer than the checkpoint: done
+		return
+	case !needed:
+		ps.finish(pr, passedOver, nil, obj) // not written during the run
+		return
+	}
+	if err := ps.writers.Acquire(ps.ctx); err != nil {
+		ps.finish(pr, notCounted, nil, obj)
+		return
+	}
+	ps.running.Add(1)
+	go func() {
+		defer ps.running.Done()
+		outcome, err := ps.handle(ps.ctx, obj, checkpoint)
+		if err != nil && StopsRun(err) && ps.ctx.Err() == nil {
+			ps.abort(fmt.Errorf("rewrite %s %s: %w", ps.opts.Resource.Resource, klog.KRef(obj.Namespace, obj.Name), err))
+		}
+		if ps.ctx.Err() != nil {
+			outcome = notCounted
+		}
+		ps.finish(pr, outcome, err, obj)
+	}()
+}
+
+// finish records one object's outcome and marks done the pages at the head
+// that have nothing pending.
+func (ps *passState) finish(pr *pageRun, outcome Outcome, err error, obj objectRef) {
+	if ps.opts.OnObject != nil && ps.kind == mainPass && outcome <= Failed {
+		ps.opts.OnObject()
+	}
+	ps.pagesMu.Lock()
+	ps.tally(&pr.counts, ps.kind, outcome, err, obj)
+	pr.unfinished = pr.unfinished || outcome == notCounted
+	pr.pending--
+	var done []*pageRun
+	for len(ps.inFlight) > 0 && ps.inFlight[0].pending == 0 && !ps.inFlight[0].unfinished {
+		done = append(done, ps.inFlight[0])
+		ps.inFlight = ps.inFlight[1:]
+	}
+	if len(done) > 0 {
+		ps.commit(ps.kind, done)
+	}
+	ps.pagesMu.Unlock()
+	for range done {
+		<-ps.slots
+	}
+}
+
+// needsWrite decides, without a request, whether an object must be
+// written, and against which checkpoint a refused write is judged. Objects
+// newer than the checkpoint are done; the sweep only looks at objects
+// written during the main pass by someone other than this run.
+func (r *runner) needsWrite(kind passKind, obj objectRef, p Progress) (string, bool) {
+	checkpoint := p.Checkpoint
+	if kind == catchUpPass {
+		if !isNewerOrUnknown(obj.ResourceVersion, p.Checkpoint) || r.wroteVersion(obj.ResourceVersion) {
+			return "", false
+		}
+		checkpoint = p.CatchUpCheckpoint
+	}
+	if newer, _ := isNewer(obj.ResourceVersion, checkpoint); newer {
+		return "", false
+	}
+	return checkpoint, true
+}
+
+// commit adds done pages, in listing order, to the run's progress and
+// reports it. A page is never counted twice: a resumed run starts after it.
+func (r *runner) commit(kind passKind, done []*pageRun) {
+	r.mu.Lock()
+	for _, pr := range done {
+		c := pr.counts
+		if kind == mainPass {
+			r.progress.Listed += int64(len(pr.items))
+		}
+		r.progress.Rewritten += c.Rewritten
+		r.progress.Skipped += c.Skipped
+		r.progress.Failed += c.Failed
+		r.progress.CaughtUp += c.CaughtUp
+		for _, f := range c.Failures {
+			if len(r.progress.Failures) < r.opts.MaxFailures {
+				r.progress.Failures = append(r.progress.Failures, f)
+			}
+		}
+		r.progress.Continue = pr.continueToken
+		if kind == mainPass {
+			r.progress.Remaining = pr.remaining
+		}
+	}
+	r.mu.Unlock()
+	r.notify()
+}
+
+// list sends pages until the listing ends, restarting it from the beginning
+// when the continue token expired: objects rewritten meanwhile are newer than
+// the checkpoint and cost nothing the second time.
+func (r *runner) list(ctx context.Context, continueToken string, pages chan<- page) {
+	defer close(pages)
+	restarts := 0
+	for {
+		var p page
+		err := retry(ctx, func() error {
+			var err error
+			p, err = r.objects.list(ctx, metav1.ListOptions{Limit: r.opts.PageSize, Continue: continueToken})
+			return err
+		})
+		if apierrors.IsResourceExpired(err) && continueToken != "" && restarts < maxListRestarts {
+			restarts++
+			continueToken = ""
+			continue
+		}
+		if err != nil {
+			p = page{err: fmt.Errorf("list %s: %w", r.opts.Resource, err)}
+		}
+		select {
+		case pages <- p:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil || p.continueToken == "" {
+			return
+		}
+		continueToken = p.continueToken
+	}
+}
+
+// handle rewrites one object. It is called holding a writer slot; every
+// write goes out under a slot of its own and gives it back with what it
+// told about the API server's load, so retries of throttled writes wait
+// for the limit and the Retry-After like any other write. The returned
+// error explains a Failed outcome or stops the run (StopsRun).
+func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, error) {
+	if r.qps != nil {
+		if err := r.qps.Wait(ctx); err != nil {
+			r.writers.Release(Signal{})
+			return notCounted, err
+		}
+	}
+	target := obj.ObjectVersion
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			if err := r.writers.Acquire(ctx); err != nil {
+				return notCounted, err
+			}
+		}
+		written, err := r.write(ctx, obj, target)
+		if err == nil {
+			r.recordWrite(written.ResourceVersion)
+			return Rewritten, nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return Failed, err
+		}
+		var current *ObjectVersion
+		if getErr := retry(ctx, func() error {
+			var err error
+			current, err = r.objects.get(ctx, obj.Namespace, obj.Name)
+			return err
+		}); getErr != nil {
+			return Failed, fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
+		}
+		switch Judge(target, current, checkpoint) {
+		case Retry:
+			if attempt < maxWriteAttempts {
+				target = *current
+				continue
+			}
+			return Failed, fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
+		case Failed:
+			return Failed, fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
+		}
+		return Skipped, nil
+	}
+}
+
+// write sends the no-op write, retrying throttled and failed requests
+// (Retriable) with backoff. It is called holding a writer slot and returns
+// it after each request, taking a new one for each retry.
+func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion) (ObjectVersion, error) {
+	backoff := retryBackoff
+	for {
+		start := time.Now()
+		written, err := r.objects.patch(ctx, obj.Namespace, obj.Name, NoOpPatch(target), r.opts.WriteTo.Subresources())
+		signal := Signal{Latency: time.Since(start), Throttled: errclass.Retriable(err) || errclass.IsTimeout(err)}
+		if seconds, ok := apierrors.SuggestsClientDelay(err); ok {
+			signal.RetryAfter = time.Duration(seconds) * time.Second
+		}
+		r.writers.Release(signal)
+		if err == nil || !errclass.Retriable(err) || backoff.Steps <= 1 || ctx.Err() != nil {
+			return written, err
+		}
+		select {
+		case <-ctx.Done():
+			return written, errors.Join(err, ctx.Err())
+		case <-time.After(backoff.Step()):
+		}
+		if err := r.writers.Acquire(ctx); err != nil {
+			return written, errors.Join(err, ctx.Err())
+		}
+	}
+}
+
+// maxWriteAttempts bounds how often one object is written again after it
+// changed under the run without becoming newer than the checkpoint.
+const maxWriteAttempts = 3
+
+// tally counts one object's outcome in its page.
+func (r *runner) tally(c *Progress, kind passKind, outcome Outcome, err error, obj objectRef) {
+	switch {
+	case outcome == notCounted, outcome == dispatched, outcome == passedOver:
+	case outcome == Failed:
+		c.Failed++
+		if len(c.Failures) < r.opts.MaxFailures {
+			c.Failures = append(c.Failures, Failure{Namespace: obj.Namespace, Name: obj.Name, Reason: errorText(err)})
+		}
+	case kind == catchUpPass:
+		c.CaughtUp++
+	case outcome == Rewritten:
+		c.Rewritten++
+	default:
+		c.Skipped++
+	}
+}
+
+// recordWrite remembers the resourceVersion of an acknowledged write.
+func (r *runner) recordWrite(rv string) {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.progress.CatchUp { // the sweep searches the list: it stays as it is
+		r.written = append(r.written, v)
+	}
+}
+
+// wroteVersion reports whether rv is the resourceVersion of one of this
+// run's own writes (r.written is sorted when the sweep starts).
+func (r *runner) wroteVersion(rv string) bool {
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, found := slices.BinarySearch(r.written, v)
+	return found
+}
+
+// StopsRun reports whether a write error is not the object's own but the
