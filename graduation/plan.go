@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/storagemigration"
 )
 
 // Action is what the reconciler does for a Step.
@@ -90,6 +91,9 @@ const (
 	ReasonGraduated                = "Graduated"
 	ReasonInProgress               = "InProgress"
 	ReasonStatusSubresourceMissing = "StatusSubresourceMissing"
+	// ReasonInTreeMigrationRunning: Kubernetes' own StorageVersionMigration
+	// migrates the CRD's resource; Graduator waits rather than run beside it.
+	ReasonInTreeMigrationRunning = "InTreeMigrationRunning"
 )
 
 const (
@@ -101,6 +105,9 @@ const (
 	// settlePollInterval is how often to look again while discovery still
 	// advertises the old storage version.
 	settlePollInterval = 2 * time.Second
+	// inTreePollInterval is how often to look again while an in-tree
+	// StorageVersionMigration runs.
+	inTreePollInterval = 10 * time.Second
 )
 
 // PreflightResult is the outcome of the checks the reconciler runs before the
@@ -425,6 +432,18 @@ func (p *planner) migration(s Step, target string) (Step, bool) {
 	}
 	p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionFalse, ReasonWaitingForMigration,
 		"status.storedVersions is [%s]; pruned once every object is rewritten as %s", strings.Join(stored, ", "), target)
+
+	// Never two migrations of one resource at once: while the in-tree
+	// migrator runs (it marks the CRD StorageMigrating at its generation),
+	// neither a run nor a prune starts. When it succeeds it prunes
+	// storedVersions itself, and the check above goes on to retirement.
+	if storagemigration.CRDMigrating(p.crd) {
+		s.Phase = graduatorv1alpha1.PhaseMigrating
+		s.RequeueAfter = inTreePollInterval
+		msg := storagemigration.Message(p.crd, nil)
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonInTreeMigrationRunning, "%s", msg)
+		return p.finish(s, metav1.ConditionFalse, ReasonInTreeMigrationRunning, "%s", msg), true
+	}
 
 	run := p.status.Migration
 	fresh := run == nil || run.StorageVersion != target || run.CRDGeneration != p.crd.Generation

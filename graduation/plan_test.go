@@ -89,6 +89,23 @@ func crd(stored []string, versions ...ver) *apiextensionsv1.CustomResourceDefini
 	return c
 }
 
+// inTreeMigrating marks the CRD as the in-tree migrator does while it runs:
+// StorageMigrating=True observed at the given generation.
+func inTreeMigrating(c *apiextensionsv1.CustomResourceDefinition, generation int64) *apiextensionsv1.CustomResourceDefinition {
+	c.Status.Conditions = append(c.Status.Conditions, apiextensionsv1.CustomResourceDefinitionCondition{
+		Type: apiextensionsv1.StorageMigrating, Status: apiextensionsv1.ConditionTrue, ObservedGeneration: generation,
+	})
+	return c
+}
+
+// inTreeDone marks the CRD as a finished in-tree run leaves it.
+func inTreeDone(c *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+	c.Status.Conditions = append(c.Status.Conditions, apiextensionsv1.CustomResourceDefinitionCondition{
+		Type: apiextensionsv1.StorageMigrating, Status: apiextensionsv1.ConditionFalse, ObservedGeneration: c.Generation,
+	})
+	return c
+}
+
 type policyOpt func(*graduatorv1alpha1.CRDVersionPolicy)
 
 func policy(storage string, opts ...policyOpt) *graduatorv1alpha1.CRDVersionPolicy {
@@ -309,6 +326,27 @@ var _ = Describe("Plan", func() {
 		Entry("a settled switch starts a new migration",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("v1beta1", storedSince("v1beta1", time.Minute)), nil, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
+		Entry("an in-tree StorageVersionMigration running on the CRD: no run of ours beside it",
+			inTreeMigrating(crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), 5),
+			policy("v1beta1", storedSince("v1beta1", time.Minute)), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseMigrating, requeue: 10 * time.Second,
+				readyReason: graduation.ReasonInTreeMigrationRunning, messageParts: []string{"in-tree storage migration runs"},
+				condition: graduatorv1alpha1.ConditionMigrated, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonInTreeMigrationRunning}),
+		Entry("an in-tree StorageVersionMigration running holds back our prune of a complete run too",
+			inTreeMigrating(crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), 5),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(migrated)), nil, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseMigrating, requeue: 10 * time.Second,
+				readyReason: graduation.ReasonInTreeMigrationRunning}),
+		Entry("a StorageMigrating condition of an older CRD generation is stale: the migration starts",
+			inTreeMigrating(crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), 4),
+			policy("v1beta1", storedSince("v1beta1", time.Minute)), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
+		Entry("after an in-tree run pruned storedVersions, the plan goes on to retire",
+			inTreeDone(crd([]string{"v1beta1"}, alphaServed, betaStorage)),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), deprecate("v1alpha1", "use v1beta1")), nil, settled,
+			expect{action: graduation.ActionDeprecate, phase: graduatorv1alpha1.PhaseRetiring, versions: []string{"v1alpha1"},
+				readyReason: graduation.ReasonInProgress, condition: graduatorv1alpha1.ConditionStoredVersionsPruned,
+				condStatus: metav1.ConditionTrue, condReason: graduation.ReasonPruned}),
 		Entry("an unfinished run resumes from its saved progress",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
 			policy("v1beta1", storedSince("v1beta1", time.Minute), run(graduatorv1alpha1.MigrationStatus{
