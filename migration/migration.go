@@ -115,6 +115,10 @@ type Options struct {
 	// FixedConcurrency keeps Concurrency writers in flight instead of
 	// adapting, for measurements.
 	FixedConcurrency bool
+	// Priority is how much of the API server the adaptive limit takes:
+	// PriorityBackground (when empty) yields to other clients,
+	// PriorityFull takes the server's full speed (see NextLimit).
+	Priority Priority
 	// PageSize is the LIST limit.
 	PageSize int64
 	// QPS, when above 0, caps writes per second. None by default: API
@@ -165,6 +169,12 @@ type Progress struct {
 	CaughtUp int64
 	// Writers is the adaptive limit on writes in flight when reported.
 	Writers int
+	// WritersReason says what the limit is doing: probing a step, holding,
+	// backing off after a throttle (or fixed).
+	WritersReason LimitReason
+	// WriteRate is the engine's writes per second over the last window the
+	// limit was measured on (0 before the first).
+	WriteRate float64
 	// Failures names some of the failed objects, at most Options.MaxFailures.
 	Failures []Failure
 }
@@ -205,7 +215,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 	opts = withDefaults(opts)
 	r := &runner{
 		opts:     opts,
-		writers:  newLimiter(opts.Concurrency, opts.FixedConcurrency),
+		writers:  newLimiter(opts.Concurrency, opts.FixedConcurrency, opts.Priority),
 		progress: opts.Resume,
 	}
 	var err error
@@ -802,7 +812,7 @@ func (r *runner) snapshot() Progress {
 	defer r.mu.Unlock()
 	p := r.progress
 	p.Failures = append([]Failure(nil), r.progress.Failures...)
-	p.Writers = r.writers.Limit()
+	p.Writers, p.WritersReason, p.WriteRate = r.writers.Status()
 	return p
 }
 
