@@ -54,6 +54,12 @@ const (
 	// minElasticity is the share of a step's relative size the engine's rate
 	// must follow for a Background probe to be kept.
 	minElasticity = 0.5
+	// downElasticity: a step down is kept when the engine's rate falls by
+	// less than this share of it. Above minElasticity on purpose: near a
+	// fair share both probes measure an elasticity close to 1/2, a limit
+	// one step past F is kept by noise as often as one step below it, and
+	// only a step down at 0.5 would hold there; at 0.6 it comes back.
+	downElasticity = 0.6
 	// holdWindows is how many windows the limit holds after a refused probe
 	// or a throttle before it probes again.
 	holdWindows = 3
@@ -61,12 +67,15 @@ const (
 	// this share of the step measured nothing (the engine could not fill its
 	// slots).
 	minWritersStep = 0.5
-	// minWindowWrites and minWindowTime make a window: at least this many
-	// writes (and two per writer) over at least this long. Shorter windows
-	// measured noise: on a shared 2-core machine a few writes more or less
-	// in 60 ms swing the rate by more than a step's gain.
-	minWindowWrites = 32
-	minWindowTime   = 300 * time.Millisecond
+	// minWindowWrites, windowWritesPerWriter and minWindowTime make a
+	// window: at least 64 writes, four per writer, over at least 100 ms. The
+	// rate is the mean of every write's latency (Little's law), whose noise
+	// falls as the square root of the writes: with latencies spread by a
+	// third, 64 writes put it near 4%, well below the gain a step is judged
+	// by (an eighth).
+	minWindowWrites       = 64
+	windowWritesPerWriter = 4
+	minWindowTime         = 100 * time.Millisecond
 	// maxWindowGap bounds how far apart a probe's window and the window it
 	// is compared with may lie: further apart, the population of clients
 	// may have changed in between, and a change in it would read as a gain.
@@ -222,8 +231,9 @@ func kept(s LimitState, w Window, priority Priority) bool {
 	if writers > minWritersStep*step {
 		return false
 	}
-	// A step down: kept when the rate fell by less than half the step.
-	return gain > minElasticity*writers
+	// A step down (writers < 0): kept when the rate fell by less than
+	// downElasticity of the step.
+	return gain > downElasticity*writers
 }
 
 // limiter gates writers: Acquire waits for a free slot under the current
@@ -362,7 +372,7 @@ func (l *limiter) Release(s Signal) {
 		default:
 			l.win.Writes++
 			l.latencies += s.Latency
-			if l.win.Writes >= max(minWindowWrites, 2*l.state.Limit) && now.Sub(l.win.Start) >= minWindowTime {
+			if l.win.Writes >= max(minWindowWrites, windowWritesPerWriter*l.state.Limit) && now.Sub(l.win.Start) >= minWindowTime {
 				w := l.win
 				w.End = now
 				w.Writers = l.writerTime / now.Sub(w.Start).Seconds()

