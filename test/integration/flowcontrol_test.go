@@ -183,7 +183,7 @@ var _ = Describe("API Priority and Fairness: the chart's FlowSchema classifies t
 				return nil
 			}
 			return meta.FindStatusCondition(p.Status.Conditions, graduatorv1alpha1.ConditionReady)
-		}).WithTimeout(90*time.Second).Should(And(
+		}).WithTimeout(90 * time.Second).Should(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", graduation.ReasonGraduated)))
 		stop()
 
