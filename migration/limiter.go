@@ -39,8 +39,8 @@ import (
 // writers), keeps it when the elasticity measured against the window just
 // before is at least one half, else goes back and holds a few windows. After
 // a refused step up it tries a step down (a fifth fewer) and keeps it when
-// the engine loses less than half the step, so that a limit reached when the
-// server was idle comes down once another client needs it. A throttled or
+// the engine loses less than 0.6 of the step, so that a limit reached when
+// the server was idle comes down once another client needs it. A throttled or
 // failed request (429, 5xx, a timeout) halves the limit at once, and a
 // Retry-After holds every writer back for that long: API Priority and
 // Fairness says so when the server is busy with more important work.
