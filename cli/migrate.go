@@ -69,6 +69,8 @@ type MigrateOptions struct {
 	verify bool
 	// writeTo is --write-to: Object or Status.
 	writeTo string
+	// priority is --priority: background or full.
+	priority string
 
 	crdName string
 	client  client.Client
@@ -81,7 +83,7 @@ type MigrateOptions struct {
 func NewMigrateOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *MigrateOptions {
 	return &MigrateOptions{flags: flags, IOStreams: streams,
 		engine:  migration.Options{Concurrency: migration.DefaultConcurrency, PageSize: migration.DefaultPageSize},
-		writeTo: string(migration.WriteToObject)}
+		writeTo: string(migration.WriteToObject), priority: "background"}
 }
 
 // NewCmdMigrate is `graduator migrate CRD`.
@@ -129,6 +131,10 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "Print nothing until the summary.")
 	cmd.Flags().StringVar(&o.writeTo, "write-to", o.writeTo,
 		"Where the no-op writes go: Object, or Status (the /status subresource) for CRDs whose admission webhooks reject no-op writes to the object.")
+	cmd.Flags().StringVar(&o.priority, "priority", o.priority,
+		"background yields to other clients of the API server (writers grow only while they buy the migration "+
+			"proportionally more); full takes the server's full speed up to --concurrency, for maintenance windows, "+
+			"at other clients' expense.")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "Snapshot every object before the run and compare after it; do not prune when one differs.")
 	return cmd
 }
@@ -146,6 +152,8 @@ func (o *MigrateOptions) Validate() error {
 		return fmt.Errorf("--qps cannot be negative, got %g", o.qps)
 	case o.writeTo != string(migration.WriteToObject) && o.writeTo != string(migration.WriteToStatus):
 		return fmt.Errorf("--write-to must be %s or %s, got %q", migration.WriteToObject, migration.WriteToStatus, o.writeTo)
+	case !strings.EqualFold(o.priority, string(migration.PriorityBackground)) && !strings.EqualFold(o.priority, string(migration.PriorityFull)):
+		return fmt.Errorf("--priority must be background or full, got %q", o.priority)
 	}
 	return nil
 }
@@ -180,6 +188,10 @@ func (o *MigrateOptions) Complete(args []string) error {
 	o.engine.Config = cfg
 	o.engine.QPS = float32(o.qps)
 	o.engine.WriteTo = migration.WriteTarget(o.writeTo)
+	o.engine.Priority = migration.PriorityBackground
+	if strings.EqualFold(o.priority, string(migration.PriorityFull)) {
+		o.engine.Priority = migration.PriorityFull
+	}
 	return nil
 }
 

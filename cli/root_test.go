@@ -55,6 +55,7 @@ func TestUsageErrorsExitTheSameInEveryCommand(t *testing.T) {
 		{[]string{"migrate"}, ExitUsage, "accepts 1 arg(s)"},
 		{[]string{"migrate", "widgets.example.com", "--concurrency", "0"}, ExitUsage, "--concurrency must be at least 1"},
 		{[]string{"migrate", "widgets.example.com", "--page-size", "ten"}, ExitUsage, "invalid argument"},
+		{[]string{"migrate", "widgets.example.com", "--priority", "turbo"}, ExitUsage, "--priority must be background or full"},
 		{[]string{"status", "--colour"}, ExitUsage, "unknown flag: --colour"},
 		{[]string{"status", "a", "b"}, ExitUsage, "accepts at most 1 arg(s)"},
 		{[]string{"status", "-o", "csv"}, ExitUsage, `unknown output format "csv"`},

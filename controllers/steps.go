@@ -249,6 +249,7 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, g *graduationR
 		PageSize:    settings.PageSize,
 		QPS:         float32(settings.QPS),
 		WriteTo:     settings.WriteTo,
+		Priority:    migration.Priority(settings.Priority),
 		Resume:      progressOf(run),
 		MaxFailures: 20,
 		OnProgress: func(p migration.Progress) {
@@ -356,7 +357,7 @@ func recordProgress(run *graduatorv1alpha1.MigrationStatus, p migration.Progress
 	run.ResourceVersion = p.Checkpoint
 	run.ContinueToken = p.Continue
 	run.CatchUp, run.CatchUpResourceVersion, run.CaughtUp = p.CatchUp, p.CatchUpCheckpoint, p.CaughtUp
-	run.Writers = int32(p.Writers)
+	run.Writers, run.WritersReason = int32(p.Writers), string(p.WritersReason)
 	run.Listed, run.Rewritten, run.Skipped, run.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
 	run.Progress = fmt.Sprintf("%d/%d", p.Rewritten+p.Skipped+p.Failed, p.Listed)
 	run.Failures = nil

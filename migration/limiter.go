@@ -22,28 +22,95 @@ import (
 	"time"
 )
 
-// The adaptive limit on writes in flight. The rule is TCP Vegas's idea in
-// its plainest form: the average latency of a window of writes when the API
-// server keeps up (the lowest window average seen) is the base; while the latency of the last window of writes stays within
-// twice the base, the server is not queueing, so more writers mean more
-// throughput and the limit grows by a quarter; once latency inflates past
-// twice the base, writers only queue, and the limit shrinks by a tenth. A
-// throttled or failed request (429, 5xx, a timeout) halves it at once, and a
+// The adaptive limit on writes in flight. A migration is background work, so
+// the limit grows only while a step up buys the engine proportionally more
+// of its own rate: the throughput elasticity, (relative gain in the engine's
+// rate) / (relative gain in its writers in flight), must stay at or above
+// one half. On an idle API server that holds below the knee of the
+// rate/writers curve (elasticity about 1) and stops past it (about 0): more
+// writers would only queue. Next to another client with F writers in flight
+// on a server that shares itself by requests in flight, the engine's rate is
+// L*C/(F+L) and its elasticity F/(F+L): it stops near L = F, a fair share.
+// Latency cannot make that distinction (another client's share and the
+// engine's own queue inflate it alike); the engine's own rate can.
+//
+// Each window of writes (enough of them, and long enough, to measure a rate)
+// the rule either holds or probes: it tries a step up (a quarter more
+// writers), keeps it when the elasticity measured against the window just
+// before is at least one half, else goes back and holds a few windows. After
+// a refused step up it tries a step down (a fifth fewer) and keeps it when
+// the engine loses less than 0.6 of the step, so that a limit reached when
+// the server was idle comes down once another client needs it. A throttled or
+// failed request (429, 5xx, a timeout) halves the limit at once, and a
 // Retry-After holds every writer back for that long: API Priority and
 // Fairness says so when the server is busy with more important work.
+// PriorityFull keeps a step up while the rate rises at all and never steps
+// down: it takes what the server gives.
 const (
-	initialLimit  = 4
-	growFactor    = 1.25
-	shrinkFactor  = 0.9
-	backoffFactor = 0.5
-	latencyTarget = 2.0 // times the base latency
-	// minWindowWrite is the fewest writes a window averages over. The base is
-	// the lowest window average ever seen, so a small window lets a few lucky
-	// writes (the first ones, before the API server's queues fill) set a base
-	// no later window can come near, and the limit then shrinks for the rest
-	// of the run: on one 3,000-object benchmark population the limit settled
-	// at 7 with windows of 8 writes, where another run of it settled at 52.
-	minWindowWrite = 32
+	initialLimit = 4
+	// upStep and downStep are the probes' sizes, in quarters and fifths
+	// (at least one writer).
+	upStep, downStep = 1.25, 0.8
+	// minElasticity is the share of a step's relative size the engine's rate
+	// must follow for a Background probe to be kept.
+	minElasticity = 0.5
+	// downElasticity: a step down is kept when the engine's rate falls by
+	// less than this share of it. Above minElasticity on purpose: near a
+	// fair share both probes measure an elasticity close to 1/2, a limit
+	// one step past F is kept by noise as often as one step below it, and
+	// only a step down at 0.5 would hold there; at 0.6 it comes back.
+	downElasticity = 0.6
+	// holdWindows is how many windows the limit holds after a refused probe
+	// or a throttle before it probes again.
+	holdWindows = 3
+	// minWritersStep: a probe whose writers in flight moved by less than
+	// this share of the step measured nothing (the engine could not fill its
+	// slots).
+	minWritersStep = 0.5
+	// minWindowWrites, windowWritesPerWriter and minWindowTime make a
+	// window: at least 64 writes, four per writer, over at least 100 ms. The
+	// rate is the mean of every write's latency (Little's law), whose noise
+	// falls as the square root of the writes: with latencies spread by a
+	// third, 64 writes put it near 4%, well below the gain a step is judged
+	// by (an eighth).
+	minWindowWrites       = 64
+	windowWritesPerWriter = 4
+	minWindowTime         = 100 * time.Millisecond
+	// maxWindowGap bounds how far apart a probe's window and the window it
+	// is compared with may lie: further apart, the population of clients
+	// may have changed in between, and a change in it would read as a gain.
+	maxWindowGap = 2 * time.Second
+)
+
+// Priority says how much of the API server a migration takes.
+type Priority string
+
+const (
+	// PriorityBackground yields to other clients: the limit grows only while
+	// a step up buys at least half its size in the engine's own rate. The
+	// default.
+	PriorityBackground Priority = "Background"
+	// PriorityFull takes the server's full speed, for maintenance windows: the
+	// limit grows while the engine's rate rises at all, up to Concurrency,
+	// whatever that costs other clients.
+	PriorityFull Priority = "Full"
+)
+
+// LimitReason says what the adaptive limit is doing.
+type LimitReason string
+
+const (
+	// LimitProbing: the limit is a step away from the last one kept, and the
+	// window being measured decides whether it stays.
+	LimitProbing LimitReason = "Probing"
+	// LimitHolding: the last probe was refused (or the limit is at a bound);
+	// the limit waits a few windows before probing again.
+	LimitHolding LimitReason = "Holding"
+	// LimitBackingOff: the API server throttled or failed a write (429,
+	// 5xx, timeout) and the limit was halved.
+	LimitBackingOff LimitReason = "BackingOff"
+	// LimitFixed: Options.FixedConcurrency, no adaptation.
+	LimitFixed LimitReason = "Fixed"
 )
 
 // Signal is what one completed write tells the limiter.
@@ -55,51 +122,159 @@ type Signal struct {
 	RetryAfter time.Duration
 }
 
-// window summarizes the writes completed since the limit last changed.
-type window struct {
-	count     int
-	total     time.Duration
-	throttled bool
+// Window is what the engine measured of its own writes over a stretch of
+// time at one limit.
+type Window struct {
+	Start, End time.Time
+	// Writes is the number of writes completed in the window.
+	Writes int
+	// Writers is the mean number of writes in flight over it.
+	Writers float64
+	// Latency is the mean latency of the writes completed in it.
+	Latency time.Duration
+	// Throttled: a write the window covers was throttled or failed.
+	Throttled bool
 }
 
-// NextLimit is the limiter's rule, a pure function: the new limit after a
-// window of writes, given the base (lowest) latency seen, bounded by
-// [1, maxLimit].
-func NextLimit(limit float64, base time.Duration, w window, maxLimit float64) float64 {
-	switch {
-	case w.throttled:
-		limit *= backoffFactor
-	case w.count == 0 || base <= 0:
-	case float64(w.total)/float64(w.count) > latencyTarget*float64(base):
-		limit *= shrinkFactor
-	default:
-		limit *= growFactor
+// Rate is the window's writes per second: by Little's law, the writes in
+// flight over their mean latency when the latency is known, else the writes
+// counted over the window's length. Counting is the noisier of the two: in
+// a window of a few dozen writes, writes that complete together fall on one
+// side of its edge or the other and move the count by a step's gain; the
+// mean of every write's latency does not jump so.
+func (w Window) Rate() float64 {
+	if w.Latency > 0 && w.Writers > 0 {
+		return w.Writers / w.Latency.Seconds()
 	}
-	return min(max(limit, 1), maxLimit)
+	d := w.End.Sub(w.Start).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	return float64(w.Writes) / d
+}
+
+// LimitState is the rule's state from one window to the next.
+type LimitState struct {
+	// Limit is the number of writers allowed in flight.
+	Limit  int
+	Reason LimitReason
+	// From is the limit before the probe when Reason is LimitProbing: the
+	// probe is kept or the limit goes back to From. 0 otherwise.
+	From int
+	// Base is the window measured at From just before the probe.
+	Base Window
+	// Hold counts the windows left before the next probe.
+	Hold int
+	// Down: the next probe tries a step down.
+	Down bool
+}
+
+// NextLimit is the limiter's rule, a pure function: the state after a window
+// of writes measured at s.Limit, bounded by [1, maxLimit].
+func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitState {
+	clamp := func(n int) int { return min(max(n, 1), maxLimit) }
+	if w.Throttled {
+		return LimitState{Limit: clamp(s.Limit / 2), Reason: LimitBackingOff, Hold: holdWindows}
+	}
+	if s.Reason == LimitProbing && s.From > 0 {
+		if !kept(s, w, priority) {
+			return LimitState{Limit: clamp(s.From), Reason: LimitHolding, Hold: holdWindows,
+				Down: s.Limit > s.From && priority != PriorityFull}
+		}
+		// Kept: probe on in the same direction, against this window.
+		s = LimitState{Limit: s.Limit, Down: s.Limit < s.From}
+	} else if s.Hold > 0 {
+		s.Hold--
+		if s.Reason != LimitBackingOff {
+			s.Reason = LimitHolding
+		}
+		return s
+	}
+	down := s.Down && priority != PriorityFull
+	next := probe(s.Limit, down, maxLimit)
+	if next == s.Limit {
+		// At a bound (one writer going down, maxLimit going up): hold, then
+		// look the other way (Full never looks down).
+		return LimitState{Limit: s.Limit, Reason: LimitHolding, Hold: holdWindows, Down: !down && priority != PriorityFull}
+	}
+	return LimitState{Limit: next, Reason: LimitProbing, From: s.Limit, Base: w, Down: down}
+}
+
+// probe returns the limit a step up (a quarter, at least one writer) or down
+// (a fifth, at least one) from n, within [1, maxLimit].
+func probe(n int, down bool, maxLimit int) int {
+	if down {
+		return max(1, min(n-1, int(float64(n)*downStep+0.5)))
+	}
+	return min(maxLimit, max(n+1, int(float64(n)*upStep+0.5)))
+}
+
+// kept decides a probe: w was measured at s.Limit, s.Base at s.From just
+// before it.
+func kept(s LimitState, w Window, priority Priority) bool {
+	base := s.Base
+	if base.Rate() <= 0 || base.Writers <= 0 || w.Start.Sub(base.End) > maxWindowGap {
+		return false // nothing to compare with, or too long ago
+	}
+	writers := w.Writers/base.Writers - 1 // the step as the engine used it
+	step := float64(s.Limit)/float64(s.From) - 1
+	gain := w.Rate()/base.Rate() - 1
+	if s.Limit > s.From {
+		if writers < minWritersStep*step {
+			return false // the engine did not use the extra slots
+		}
+		if priority == PriorityFull {
+			return gain > 0
+		}
+		return gain >= minElasticity*writers
+	}
+	if writers > minWritersStep*step {
+		return false
+	}
+	// A step down (writers < 0): kept when the rate fell by less than
+	// downElasticity of the step.
+	return gain > downElasticity*writers
 }
 
 // limiter gates writers: Acquire waits for a free slot under the current
-// limit (and past any Retry-After), Release reports how the write went.
+// limit (and past any Retry-After), Release reports how the write went and
+// measures the windows the rule decides on.
 type limiter struct {
 	mu       sync.Mutex
-	limit    float64
-	maxLimit float64
+	state    LimitState
+	maxLimit int
+	priority Priority
+	fixed    bool // never adapt (measurements)
 	inFlight int
-	base     time.Duration
-	win      window
 	holdTill time.Time
-	fixed    bool          // never adapt (measurements)
 	wake     chan struct{} // closed and replaced whenever a slot may have freed
 	now      func() time.Time
+
+	// changed is when the limit last changed: writes started before it
+	// were made under the old limit and count in no window.
+	changed time.Time
+	// win is the window being measured; its Start is zero until it opens.
+	win Window
+	// writerTime integrates writes in flight over the window since last;
+	// latencies sums the latencies of the writes it counts.
+	writerTime float64
+	latencies  time.Duration
+	last       time.Time
+	// rate is the last closed window's.
+	rate float64
 }
 
-func newLimiter(maxLimit int, fixed bool) *limiter {
+func newLimiter(maxLimit int, fixed bool, priority Priority) *limiter {
+	if priority == "" {
+		priority = PriorityBackground
+	}
 	l := &limiter{
-		limit: min(initialLimit, float64(maxLimit)), maxLimit: float64(maxLimit), fixed: fixed,
+		state:    LimitState{Limit: min(initialLimit, maxLimit), Reason: LimitProbing},
+		maxLimit: maxLimit, priority: priority, fixed: fixed,
 		wake: make(chan struct{}), now: time.Now,
 	}
 	if fixed {
-		l.limit = l.maxLimit
+		l.state = LimitState{Limit: maxLimit, Reason: LimitFixed}
 	}
 	return l
 }
@@ -108,15 +283,25 @@ func newLimiter(maxLimit int, fixed bool) *limiter {
 func (l *limiter) Limit() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return int(l.limit)
+	return l.state.Limit
+}
+
+// Status is the limit, why it is what it is, and the engine's write rate
+// over the last window measured (0 before the first).
+func (l *limiter) Status() (int, LimitReason, float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state.Limit, l.state.Reason, l.rate
 }
 
 // Acquire waits until a writer may start.
 func (l *limiter) Acquire(ctx context.Context) error {
 	for {
 		l.mu.Lock()
-		hold := l.holdTill.Sub(l.now())
-		if hold <= 0 && l.inFlight < int(l.limit) {
+		now := l.now()
+		hold := l.holdTill.Sub(now)
+		if hold <= 0 && l.inFlight < l.state.Limit {
+			l.integrate(now)
 			l.inFlight++
 			l.mu.Unlock()
 			return nil
@@ -152,30 +337,66 @@ func (l *limiter) Hold(d time.Duration) {
 	}
 }
 
+// integrate adds the writes in flight since the last event to the window.
+func (l *limiter) integrate(now time.Time) {
+	if !l.win.Start.IsZero() {
+		l.writerTime += float64(l.inFlight) * now.Sub(l.last).Seconds()
+	}
+	l.last = now
+}
+
 // Release frees the writer's slot and feeds its outcome to the rule.
 func (l *limiter) Release(s Signal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.now()
+	l.integrate(now)
 	l.inFlight--
-	l.win.count++
-	l.win.total += s.Latency
-	l.win.throttled = l.win.throttled || s.Throttled
 	if s.RetryAfter > 0 {
-		if until := l.now().Add(s.RetryAfter); until.After(l.holdTill) {
+		if until := now.Add(s.RetryAfter); until.After(l.holdTill) {
 			l.holdTill = until
 		}
 	}
-	// Decide once per window of about one write per slot, at once on a
-	// throttle.
-	if !l.fixed && (s.Throttled || l.win.count >= max(minWindowWrite, int(l.limit))) {
-		// The base is the lowest window average seen, not the fastest single
-		// write: one lucky write would make every later window look slow.
-		if mean := l.win.total / time.Duration(l.win.count); !l.win.throttled && mean > 0 && (l.base == 0 || mean < l.base) {
-			l.base = mean
+	// A write started before the limit last changed tells about the old
+	// limit: it neither counts in a window nor halves the new limit again
+	// (a burst of 429s halves once, not once per write in flight).
+	if current := !now.Add(-s.Latency).Before(l.changed); !l.fixed && current {
+		switch {
+		case s.Throttled:
+			l.decide(now, Window{Start: now, End: now, Throttled: true})
+		case l.win.Start.IsZero():
+			// The first write of the new limit opens the window: from
+			// here on the writes in flight are the new limit's.
+			l.win = Window{Start: now}
+			l.writerTime, l.latencies, l.last = 0, 0, now
+		default:
+			l.win.Writes++
+			l.latencies += s.Latency
+			if l.win.Writes >= max(minWindowWrites, windowWritesPerWriter*l.state.Limit) && now.Sub(l.win.Start) >= minWindowTime {
+				w := l.win
+				w.End = now
+				w.Writers = l.writerTime / now.Sub(w.Start).Seconds()
+				w.Latency = l.latencies / time.Duration(w.Writes)
+				l.rate = w.Rate()
+				l.decide(now, w)
+			}
 		}
-		l.limit = NextLimit(l.limit, l.base, l.win, l.maxLimit)
-		l.win = window{}
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
+}
+
+// decide applies the rule to a closed window and starts the next one: at
+// once when the limit stayed, with the first write of the new limit when it
+// changed.
+func (l *limiter) decide(now time.Time, w Window) {
+	next := NextLimit(l.state, w, l.priority, l.maxLimit)
+	l.win = Window{}
+	if next.Limit != l.state.Limit {
+		l.changed = now
+	} else {
+		l.win = Window{Start: now}
+		l.writerTime, l.latencies, l.last = 0, 0, now
+	}
+	l.state = next
 }

@@ -70,7 +70,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 	opts = withDefaults(opts)
 	r := &runner{
 		opts:     opts,
-		writers:  newLimiter(opts.Concurrency, opts.FixedConcurrency),
+		writers:  newLimiter(opts.Concurrency, opts.FixedConcurrency, opts.Priority),
 		progress: opts.Resume,
 	}
 	var err error
@@ -119,7 +119,7 @@ func (r *runner) snapshot() Progress {
 	defer r.mu.Unlock()
 	p := r.progress
 	p.Failures = append([]Failure(nil), r.progress.Failures...)
-	p.Writers = r.writers.Limit()
+	p.Writers, p.WritersReason, p.WriteRate = r.writers.Status()
 	return p
 }
 

@@ -17,10 +17,8 @@ limitations under the License.
 package migration
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -82,55 +80,4 @@ var _ = Describe("StopsRun: errors that are the cluster's, not the object's", fu
 		Entry("validation rejects the object", apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "Pizza"}, "margherita", nil), false),
 		Entry("a conflict (judged by a read, never final)", apierrors.NewConflict(gr, "margherita", errors.New("changed")), false),
 	)
-})
-
-var _ = Describe("NextLimit: the adaptive limit on writes in flight", func() {
-	base := 10 * time.Millisecond
-	w := func(count int, avg time.Duration, throttled bool) window {
-		return window{count: count, total: time.Duration(count) * avg, throttled: throttled}
-	}
-	DescribeTable("grows while latency stays near its low-load value, shrinks when it inflates, halves on throttling",
-		func(limit float64, win window, want float64) {
-			Expect(NextLimit(limit, base, win, 64)).To(BeNumerically("~", want, 0.001))
-		},
-		Entry("latency at the base: grow by a quarter", 8.0, w(8, base, false), 10.0),
-		Entry("latency within twice the base: grow", 8.0, w(8, 19*time.Millisecond, false), 10.0),
-		Entry("latency past twice the base: shrink by a tenth", 10.0, w(10, 25*time.Millisecond, false), 9.0),
-		Entry("a 429, 5xx or timeout: halve", 10.0, w(10, base, true), 5.0),
-		Entry("never above the bound (concurrency)", 60.0, w(60, base, false), 64.0),
-		Entry("never below one writer", 1.0, w(1, base, true), 1.0),
-		Entry("an empty window changes nothing", 6.0, window{}, 6.0),
-	)
-
-	It("averages a window over enough writes that a few lucky ones do not set the base", func() {
-		l := newLimiter(64, false)
-		for range 8 {
-			l.Release(Signal{Latency: 2 * time.Millisecond}) // fast first writes: queues still empty
-		}
-		for range 56 {
-			l.Release(Signal{Latency: 10 * time.Millisecond}) // the steady state
-		}
-		Expect(l.Limit()).To(BeNumerically(">", initialLimit),
-			"10 ms writes are within twice a base of 8 ms (the first 32 writes); a base of 2 ms (the first 8) would shrink the limit")
-	})
-
-	It("holds every writer back for a Retry-After, and frees a slot on release", func(ctx SpecContext) {
-		l := newLimiter(64, false)
-		now := time.Now()
-		l.now = func() time.Time { return now }
-		Expect(l.Acquire(ctx)).To(Succeed())
-		l.Release(Signal{Latency: base, Throttled: true, RetryAfter: time.Hour})
-		Expect(l.Limit()).To(Equal(2), "halved from 4")
-		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		defer cancel()
-		Expect(l.Acquire(short)).To(MatchError(context.DeadlineExceeded), "held back by Retry-After")
-		now = now.Add(2 * time.Hour)
-		Expect(l.Acquire(ctx)).To(Succeed())
-		Expect(l.Acquire(ctx)).To(Succeed())
-		blocked, cancel2 := context.WithTimeout(ctx, 50*time.Millisecond)
-		defer cancel2()
-		Expect(l.Acquire(blocked)).To(HaveOccurred(), "both slots taken")
-		l.Release(Signal{Latency: base})
-		Expect(l.Acquire(ctx)).To(Succeed(), "a released slot is free again")
-	})
 })

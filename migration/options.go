@@ -67,6 +67,10 @@ type Options struct {
 	// FixedConcurrency keeps Concurrency writers in flight instead of
 	// adapting, for measurements.
 	FixedConcurrency bool
+	// Priority is how much of the API server the adaptive limit takes:
+	// PriorityBackground (when empty) yields to other clients,
+	// PriorityFull takes the server's full speed (see NextLimit).
+	Priority Priority
 	// PageSize is the LIST limit.
 	PageSize int64
 	// QPS, when above 0, caps writes per second. None by default: API
@@ -122,6 +126,12 @@ type Progress struct {
 	CaughtUp int64
 	// Writers is the adaptive limit on writes in flight when reported.
 	Writers int
+	// WritersReason says what the limit is doing: probing a step, holding,
+	// backing off after a throttle (or fixed).
+	WritersReason LimitReason
+	// WriteRate is the engine's writes per second over the last window the
+	// limit was measured on (0 before the first).
+	WriteRate float64
 	// Failures names some of the failed objects, at most Options.MaxFailures.
 	Failures []Failure
 }

@@ -48,6 +48,25 @@ func (t WriteTarget) Subresources() []string {
 // one of its CRDs; its value is the fleet's name.
 const FleetLabel = "graduator.io/fleet"
 
+// Priority says how much of the API server a migration takes.
+// +kubebuilder:validation:Enum=Background;Full
+type Priority string
+
+const (
+	// PriorityBackground yields to other clients: the number of writers in
+	// flight grows only while a step up buys the migration at least half
+	// that step in its own rate. On an idle API server it stops at the knee
+	// of the server's rate/writers curve; next to a client with F writers
+	// in flight it stops near F, so that client keeps about half of what it
+	// had. The default.
+	PriorityBackground Priority = "Background"
+	// PriorityFull takes the server's full speed, for maintenance windows:
+	// writers grow while the migration's rate rises at all, up to
+	// concurrency, whatever that costs other clients (which keep about
+	// F / (F + concurrency) of their rate on a busy server).
+	PriorityFull Priority = "Full"
+)
+
 // Phase is the step of the graduation a policy is in.
 // +kubebuilder:validation:Enum=Pending;Preflight;SwitchingStorage;Migrating;Pruning;Retiring;Graduated;Blocked
 type Phase string
@@ -245,9 +264,8 @@ type UnservedVersion struct {
 // MigrationSettings tunes the storage migration.
 type MigrationSettings struct {
 	// Concurrency is the upper bound on writes in flight. The number adapts
-	// below it: it grows while the API server answers as fast as when idle,
-	// and shrinks when latency inflates or the server throttles (429, 5xx).
-	// 64 when unset.
+	// below it as Priority says, and halves when the server throttles (429,
+	// 5xx, timeouts). 64 when unset.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
@@ -270,6 +288,17 @@ type MigrationSettings struct {
 	// +optional
 	// +kubebuilder:default=Object
 	WriteTo WriteTarget `json:"writeTo,omitempty"`
+	// Priority is how much of the API server the migration takes.
+	// Background (the default) is polite: the migration adds writers only
+	// while each step up buys it at least half that step in its own rate,
+	// which stops at the knee of an idle server and near a fair share next
+	// to other clients. Full takes the server's full speed (writers grow
+	// while the rate rises at all, up to concurrency), for maintenance
+	// windows: other clients then keep only what the API server's
+	// Priority and Fairness leaves them.
+	// +optional
+	// +kubebuilder:default=Background
+	Priority Priority `json:"priority,omitempty"`
 
 	// SettleDelay is how long to wait after the storage version switched
 	// before the migration starts, so that every API server of the control
@@ -395,6 +424,12 @@ type MigrationStatus struct {
 	// Writers is the adaptive limit on writes in flight, as last reported.
 	// +optional
 	Writers int32 `json:"writers,omitempty"`
+	// WritersReason says what the limit was doing when last reported:
+	// Probing (trying a step), Holding (waiting before the next probe),
+	// BackingOff (halved after a 429, 5xx or timeout) or Fixed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	WritersReason string `json:"writersReason,omitempty"`
 
 	// Listed is the number of objects listed so far.
 	// +optional

@@ -105,17 +105,23 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 
 // writerTrace records the adaptive writer limit the engine reports with each
 // committed page, so that a run says where its limit settled.
-type writerTrace struct{ limits []int }
+type writerTrace struct {
+	limits []int
+	last   migration.Progress
+}
 
-func (t *writerTrace) record(p migration.Progress) { t.limits = append(t.limits, p.Writers) }
+func (t *writerTrace) record(p migration.Progress) {
+	t.limits = append(t.limits, p.Writers)
+	t.last = p
+}
 
 func (t writerTrace) String() string {
 	if len(t.limits) == 0 {
 		return "none reported"
 	}
 	sorted := slices.Sorted(slices.Values(t.limits))
-	return fmt.Sprintf("min %d, median %d, max %d, last %d over %d pages",
-		sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1], t.limits[len(t.limits)-1], len(t.limits))
+	return fmt.Sprintf("min %d, median %d, max %d, last %d (%s, %.0f writes/s) over %d pages",
+		sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1], t.limits[len(t.limits)-1], t.last.WritersReason, t.last.WriteRate, len(t.limits))
 }
 
 // curve measures the engine at fixed writer counts on one population size:

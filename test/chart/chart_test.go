@@ -29,6 +29,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -102,6 +103,8 @@ func TestHelmLintIsClean(t *testing.T) {
 			"dashboards.enabled=true", "metrics.certSecret=metrics-tls", "metrics.readers[0].kind=ServiceAccount",
 			"metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring", "enableHTTP2=true"},
 		{"rbac.allGroups=true", "metrics.secure=false", "metrics.port=8080", "metrics.serviceMonitor.enabled=true"},
+		{"apf.enabled=false"},
+		{"apf.nominalConcurrencyShares=40", "apf.lendablePercent=0", "apf.borrowingLimitPercent=100", "apf.queues=64", "apf.handSize=8", "apf.queueLengthLimit=100"},
 	} {
 		args := []string{"lint", "--strict", chart.Dir()}
 		for _, s := range set {
@@ -378,5 +381,75 @@ func TestTheDashboardShipsAsAConfigMapForGrafanasSidecar(t *testing.T) {
 	}
 	if err := json.Unmarshal(file, &dash); err != nil || dash.UID == "" || len(dash.Panels) < 8 {
 		t.Errorf("dashboards/graduator.json: %v, uid %q, %d panels", err, dash.UID, len(dash.Panels))
+	}
+}
+
+// API Priority and Fairness: by default the chart puts the Deployment's
+// ServiceAccount, and nothing else, in a limited, queuing priority level of
+// its own, ahead of the built-in service-accounts FlowSchema; values size it
+// or turn it off; config/flowcontrol ships the same objects.
+func TestAPIPriorityAndFairness(t *testing.T) {
+	objs := render(t)
+	plc := convert[flowcontrolv1.PriorityLevelConfiguration](t, chart.Find(objs, "PriorityLevelConfiguration", release))
+	fs := convert[flowcontrolv1.FlowSchema](t, chart.Find(objs, "FlowSchema", release))
+	d := convert[appsv1.Deployment](t, chart.Find(objs, "Deployment", release))
+	if plc.Spec.Type != flowcontrolv1.PriorityLevelEnablementLimited || plc.Spec.Limited == nil ||
+		plc.Spec.Limited.LimitResponse.Type != flowcontrolv1.LimitResponseTypeQueue || plc.Spec.Limited.LimitResponse.Queuing == nil {
+		t.Fatalf("the priority level is not limited with queuing: %+v", plc.Spec)
+	}
+	if fs.Spec.PriorityLevelConfiguration.Name != plc.Name {
+		t.Errorf("the FlowSchema points at %q, not at the chart's priority level %q", fs.Spec.PriorityLevelConfiguration.Name, plc.Name)
+	}
+	if fs.Spec.MatchingPrecedence >= 9000 {
+		t.Errorf("matchingPrecedence %d: the built-in service-accounts FlowSchema (9000) would match first", fs.Spec.MatchingPrecedence)
+	}
+	wantSubject := []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindServiceAccount,
+		ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Name: d.Spec.Template.Spec.ServiceAccountName, Namespace: namespace}}}
+	if len(fs.Spec.Rules) != 1 || !cmp.Equal(fs.Spec.Rules[0].Subjects, wantSubject) {
+		t.Errorf("the FlowSchema's rules %+v: want one rule for the Deployment's ServiceAccount only", fs.Spec.Rules)
+	}
+
+	sized := render(t, "apf.nominalConcurrencyShares=40", "apf.lendablePercent=0", "apf.borrowingLimitPercent=100",
+		"apf.queues=64", "apf.handSize=8", "apf.queueLengthLimit=100", "apf.matchingPrecedence=7000", "serviceAccount.name=migrator")
+	limited := convert[flowcontrolv1.PriorityLevelConfiguration](t, chart.Find(sized, "PriorityLevelConfiguration", release)).Spec.Limited
+	queuing := limited.LimitResponse.Queuing
+	if *limited.NominalConcurrencyShares != 40 || *limited.LendablePercent != 0 || limited.BorrowingLimitPercent == nil ||
+		*limited.BorrowingLimitPercent != 100 || queuing.Queues != 64 || queuing.HandSize != 8 || queuing.QueueLengthLimit != 100 {
+		t.Errorf("the values do not size the priority level: %+v, queuing %+v", limited, queuing)
+	}
+	sizedFS := convert[flowcontrolv1.FlowSchema](t, chart.Find(sized, "FlowSchema", release))
+	if sizedFS.Spec.MatchingPrecedence != 7000 || sizedFS.Spec.Rules[0].Subjects[0].ServiceAccount.Name != "migrator" {
+		t.Errorf("the FlowSchema does not follow the values: %+v", sizedFS.Spec)
+	}
+	if plc.Spec.Limited.BorrowingLimitPercent != nil {
+		t.Errorf("borrowingLimitPercent is set by default (%d): an idle server could not lend the migration its full speed", *plc.Spec.Limited.BorrowingLimitPercent)
+	}
+
+	for _, o := range render(t, "apf.enabled=false") {
+		if o.GetKind() == "FlowSchema" || o.GetKind() == "PriorityLevelConfiguration" {
+			t.Errorf("apf.enabled=false still renders the %s", o.GetKind())
+		}
+	}
+
+	// config/flowcontrol: the same priority level, and a FlowSchema that
+	// differs only by names kustomize prefixes.
+	data, err := os.ReadFile(filepath.Join(chart.Root(), "config", "flowcontrol", "flowcontrol.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomize, err := chart.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kplc := convert[flowcontrolv1.PriorityLevelConfiguration](t, chart.Find(kustomize, "PriorityLevelConfiguration", "manager"))
+	if diff := cmp.Diff(plc.Spec, kplc.Spec); diff != "" {
+		t.Errorf("config/flowcontrol's priority level differs from the chart's (-chart +kustomize):\n%s", diff)
+	}
+	kfs := convert[flowcontrolv1.FlowSchema](t, chart.Find(kustomize, "FlowSchema", "manager"))
+	kfs.Spec.PriorityLevelConfiguration.Name = fs.Spec.PriorityLevelConfiguration.Name
+	kfs.Spec.Rules[0].Subjects[0].ServiceAccount.Name = release
+	kfs.Spec.Rules[0].Subjects[0].ServiceAccount.Namespace = namespace
+	if diff := cmp.Diff(fs.Spec, kfs.Spec); diff != "" {
+		t.Errorf("config/flowcontrol's FlowSchema differs from the chart's (-chart +kustomize):\n%s", diff)
 	}
 }
