@@ -21,6 +21,7 @@ limitations under the License.
 package envsuite
 
 import (
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -54,6 +55,9 @@ func RunSpecs(t *testing.T, description string) bool {
 	return ginkgo.RunSpecs(t, description, suiteConfig, reporterConfig)
 }
 
+// startWait bounds how long the cleanup waits for an abandoned Start.
+const startWait = 3 * time.Minute
+
 // Start starts the control plane for the suite (call it in BeforeSuite) and
 // stops it when the suite ends, whatever the outcome: specs that failed,
 // a failed BeforeSuite, an interrupt or the suite timeout. Processes started
@@ -64,13 +68,32 @@ func Start(opts envtestutil.Options) *envtestutil.Env {
 	logf.SetLogger(zap.New(zap.WriteTo(ginkgo.GinkgoWriter), zap.UseDevMode(true)))
 	gomega.Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(gomega.BeEmpty(),
 		"KUBEBUILDER_ASSETS must point at kube-apiserver and etcd; run the suite with `make test` (or `make envtest-assets` first)")
-	env, err := envtestutil.Start(opts)
-	gomega.Expect(err).NotTo(gomega.HaveOccurred())
-	// Cleanups run last in, first out: the processes, then the control plane.
-	ginkgo.DeferCleanup(env.Stop)
+
+	// The cleanups are in place before anything starts: an interrupt (or
+	// the suite timeout) abandons BeforeSuite where it is, while envtest may
+	// be starting kube-apiserver, and runs the cleanups at once. So the stop
+	// waits until Start returned, and stops what it started. Cleanups run
+	// last in, first out: the processes, then the control plane.
+	var env *envtestutil.Env
+	started := make(chan struct{})
+	ginkgo.DeferCleanup(func() error {
+		select {
+		case <-started:
+		case <-time.After(startWait):
+			return errors.New("the control plane did not finish starting: it may be left running")
+		}
+		if env == nil { // Start failed, and stopped what it had started
+			return nil
+		}
+		return env.Stop()
+	})
 	ginkgo.DeferCleanup(func() {
 		gexec.KillAndWait(10 * time.Second)
 		gexec.CleanupBuildArtifacts()
 	})
+	var err error
+	env, err = envtestutil.Start(opts)
+	close(started)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	return env
 }
