@@ -57,7 +57,6 @@ import (
 	"syscall"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -65,6 +64,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 var allSections = []string{"small", "big", "curve", "polite", "operator", "rss", "crds", "snapshot"}
@@ -155,7 +155,7 @@ func main() {
 // bench is the control plane and clients the sections share.
 type bench struct {
 	opts       options
-	env        *envtest.Environment
+	env        *envtestutil.Env
 	cfg        *rest.Config
 	c          client.Client
 	dyn        dynamic.Interface
@@ -184,18 +184,24 @@ func run(ctx context.Context, o options) (err error) {
 		defer func() { _ = os.RemoveAll(filepath.Dir(cli)) }()
 	}
 
-	b.env = &envtest.Environment{ControlPlaneStopTimeout: 2 * time.Minute}
-	if b.has("crds") || b.has("operator") {
-		// The managers need their own CRD.
-		b.env.CRDDirectoryPaths = []string{o.crdPolicyPath}
-		b.env.ErrorIfCRDPathMissing = true
-	}
-	// The big populations and the 1,000 CRDs exceed etcd's default 2 GiB
-	// quota before the API server compacts; the API server's log goes to a
-	// file so that its complaints do not interleave with the figures.
-	b.env.ControlPlane.Etcd = &envtest.Etcd{}
-	b.env.ControlPlane.Etcd.Configure().Set("quota-backend-bytes", strconv.Itoa(8<<30))
-	if b.cfg, err = b.env.Start(); err != nil {
+	b.env, err = envtestutil.Start(envtestutil.Options{
+		AddToScheme: []func(*runtime.Scheme) error{graduatorv1alpha1.AddToScheme},
+		Unthrottled: true,
+		Configure: func(env *envtest.Environment) error {
+			env.ControlPlaneStopTimeout = 2 * time.Minute
+			if b.has("crds") || b.has("operator") {
+				// The managers need their own CRD.
+				env.CRDDirectoryPaths = []string{o.crdPolicyPath}
+				env.ErrorIfCRDPathMissing = true
+			}
+			// The big populations and the 1,000 CRDs exceed etcd's default
+			// 2 GiB quota before the API server compacts.
+			env.ControlPlane.Etcd = &envtest.Etcd{}
+			env.ControlPlane.Etcd.Configure().Set("quota-backend-bytes", strconv.Itoa(8<<30))
+			return nil
+		},
+	})
+	if err != nil {
 		return err
 	}
 	defer func() {
@@ -203,20 +209,7 @@ func run(ctx context.Context, o options) (err error) {
 			err = fmt.Errorf("stop the control plane: %w", stopErr)
 		}
 	}()
-	b.cfg.QPS, b.cfg.Burst = -1, 0
-	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := graduatorv1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if b.c, err = client.New(b.cfg, client.Options{Scheme: scheme}); err != nil {
-		return err
-	}
-	if b.dyn, err = dynamic.NewForConfig(b.cfg); err != nil {
-		return err
-	}
+	b.cfg, b.c, b.dyn = b.env.Config, b.env.Client, b.env.Dynamic
 	if b.kubeconfig, err = writeKubeconfig(b.env); err != nil {
 		return err
 	}

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -263,25 +262,12 @@ func getPut(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionR
 // ceiling rewrites with many writers and no rate limit.
 func ceiling(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, writers int) error {
 	return eachPage(ctx, dyn, gvr, func(items []unstructured.Unstructured) error {
-		var wg sync.WaitGroup
-		errs := make(chan error, writers)
-		for w := range writers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := w; i < len(items); i += writers {
-					patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, items[i].GetResourceVersion())
-					if _, err := dyn.Resource(gvr).Namespace(items[i].GetNamespace()).
-						Patch(ctx, items[i].GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		close(errs)
-		return <-errs
+		return envtestutil.ForEach(len(items), writers, func(i int) error {
+			patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, items[i].GetResourceVersion())
+			_, err := dyn.Resource(gvr).Namespace(items[i].GetNamespace()).
+				Patch(ctx, items[i].GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		})
 	})
 }
 

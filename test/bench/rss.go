@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 // rss runs the engine at its defaults in a child process on N and on
@@ -75,21 +76,17 @@ func (b *bench) rss(ctx context.Context) error {
 	return nil
 }
 
-func writeKubeconfig(env *envtest.Environment) (string, error) {
-	user, err := env.AddUser(envtest.User{Name: "bench", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return "", err
-	}
-	data, err := user.KubeConfig()
-	if err != nil {
-		return "", err
-	}
+func writeKubeconfig(env *envtestutil.Env) (string, error) {
 	dir, err := os.MkdirTemp("", "graduator-bench-")
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, "kubeconfig")
-	return path, os.WriteFile(path, data, 0o600)
+	if err := env.WriteKubeconfig(envtest.User{Name: "bench", Groups: []string{"system:masters"}}, path); err != nil {
+		_ = os.RemoveAll(dir)
+		return "", err
+	}
+	return path, nil
 }
 
 // childPeakRSS runs the engine in a child process and returns its peak RSS

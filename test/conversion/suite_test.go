@@ -21,70 +21,45 @@ limitations under the License.
 package conversion_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	v1 "github.com/graduator/graduator/conversion/v1"
 	"github.com/graduator/graduator/conversion/v1alpha1"
 	"github.com/graduator/graduator/conversion/v1beta1"
+	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/envtestutil/envsuite"
 	"github.com/graduator/graduator/test/pizzaenv"
 )
 
 var (
-	testEnv   *envtest.Environment
 	k8sClient client.Client
-	dyn       dynamic.Interface
 	webhook   *pizzaenv.Webhook
 )
 
 func TestConversion(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Pizza conversion webhook suite (envtest)")
+	envsuite.RunSpecs(t, "Pizza conversion webhook suite (envtest)")
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
-		"KUBEBUILDER_ASSETS must point at kube-apiserver and etcd; run the suite with `make test`")
-	testEnv = &envtest.Environment{}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
-	Expect(pizzaenv.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	dyn, err = dynamic.NewForConfig(cfg)
-	Expect(err).NotTo(HaveOccurred())
-
+	env := envsuite.Start(envtestutil.Options{AddToScheme: []func(*runtime.Scheme) error{pizzaenv.AddToScheme}})
+	k8sClient = env.Client
+	var err error
 	webhook, err = pizzaenv.StartWebhook(ctx)
 	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(webhook.Stop)
 	crd, err := pizzaenv.Stage(4) // v1alpha1, v1beta1 and v1 served
 	Expect(err).NotTo(HaveOccurred())
 	webhook.PointConversionAt(crd)
 	Expect(k8sClient.Create(ctx, crd)).To(Succeed())
-	Expect(pizzaenv.WaitServed(ctx, k8sClient, dyn, crd.Name)).To(Succeed())
-})
-
-var _ = AfterSuite(func() {
-	if webhook != nil {
-		webhook.Stop()
-	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	Expect(pizzaenv.WaitServed(ctx, k8sClient, env.Dynamic, crd.Name)).To(Succeed())
 })
 
 var _ = Describe("The Pizza conversion webhook", func() {

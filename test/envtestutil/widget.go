@@ -15,20 +15,26 @@ limitations under the License.
 */
 
 // Package envtestutil holds what Graduator's envtest suites and benchmark
-// share: the "widget" CRD and its objects, a recorder of the LIST requests a
-// client sends, and a reader of what the API server stored in etcd. It works
-// in your own envtest suites too.
+// share: the control plane with its clients (Start), the "widget" CRD and its
+// objects, waiting for a CRD to be served or deleted, a recorder of the LIST
+// requests a client sends, and a reader of what the API server stored in
+// etcd. It works in your own envtest suites too; the Ginkgo side of a suite's
+// bootstrap is in envtestutil/envsuite.
 package envtestutil
 
 import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,22 +103,33 @@ func Widget(gvr schema.GroupVersionResource, namespace, name string, spec map[st
 }
 
 // CreateObjects creates n objects of gvr, object(i) for i in [0, n), each in
-// its own namespace, with the given number of concurrent writers (writer w
-// creates i = w, w+writers, ...; one writer creates them in order). It
-// returns the first error; the writer that hit it stops.
+// its own namespace, with the given number of concurrent writers (see
+// ForEach). It returns the first error; the writer that hit it stops.
 func CreateObjects(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, n, writers int,
 	object func(i int) *unstructured.Unstructured) error {
-	writers = max(writers, 1)
+	return ForEach(n, writers, func(i int) error {
+		obj := object(i)
+		if _, err := dyn.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create %s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err)
+		}
+		return nil
+	})
+}
+
+// ForEach calls do(i) for i in [0, n) on the given number of goroutines
+// (goroutine w takes i = w, w+workers, ...; one goroutine goes in order). It
+// returns the first error; the goroutine that hit it stops.
+func ForEach(n, workers int, do func(i int) error) error {
+	workers = max(workers, 1)
 	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	for w := range writers {
+	errs := make(chan error, workers)
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := w; i < n; i += writers {
-				obj := object(i)
-				if _, err := dyn.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("create %s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err)
+			for i := w; i < n; i += workers {
+				if err := do(i); err != nil {
+					errs <- err
 					return
 				}
 			}
@@ -134,6 +151,45 @@ func Served(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cus
 		if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 			return fmt.Errorf("list %s: %w", gvr, err)
 		}
+	}
+	return nil
+}
+
+// WaitServed waits, up to 30 s, until the CRD named name is established and
+// every served version answers a LIST.
+func WaitServed(ctx context.Context, c client.Client, dyn dynamic.Interface, name string) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
+			last = err
+			return false, client.IgnoreNotFound(err)
+		}
+		if !apihelpers.IsCRDConditionTrue(&crd, apiextensionsv1.Established) {
+			last = fmt.Errorf("CRD %s is not established", name)
+			return false, nil
+		}
+		last = Served(ctx, dyn, &crd)
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("%w: %w", err, last)
+	}
+	return err
+}
+
+// DeleteCRD deletes the CRD named name, and so its objects, and waits up to
+// timeout until it is gone.
+func DeleteCRD(ctx context.Context, c client.Client, name string, timeout time.Duration) error {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := client.IgnoreNotFound(c.Delete(ctx, crd)); err != nil {
+		return err
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(c.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{})), nil
+	})
+	if err != nil {
+		return fmt.Errorf("CRD %s is not deleted: %w", name, err)
 	}
 	return nil
 }

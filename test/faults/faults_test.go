@@ -24,14 +24,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/pizzaenv"
 )
 
@@ -42,30 +43,121 @@ const (
 	pizzaNew   = pizzaGroup + "/v1beta1"
 )
 
-// installPizzas installs stage 2 of the Pizza CRD (v1alpha1 stored, v1beta1
-// served through the conversion webhook), creates n pizzas at v1alpha1, and
-// deletes the CRD when the spec ends.
-func installPizzas(ctx context.Context, n int) {
+// target is what a scenario migrates: a CRD of its own whose objects are
+// stored at version from; the policy asks for version to.
+type target struct {
+	crd, group, plural string
+	from, to           string
+}
+
+func (t target) oldAPIVersion() string { return t.group + "/" + t.from }
+func (t target) newAPIVersion() string { return t.group + "/" + t.to }
+
+// population installs a scenario's target with size.objects objects stored
+// at its from version, checked in etcd, and deletes it when the spec ends.
+type population func(ctx context.Context) target
+
+// pizzas is stage 2 of the Pizza CRD: v1alpha1 stored, v1beta1 served
+// through the conversion webhook.
+func pizzas(ctx context.Context) target {
 	crd, err := pizzaenv.Stage(2)
 	Expect(err).NotTo(HaveOccurred())
 	webhook.PointConversionAt(crd)
-	Expect(k8sClient.Create(ctx, crd)).To(Succeed())
-	DeferCleanup(deleteCRD, crd.Name)
-	Expect(pizzaenv.WaitServed(ctx, k8sClient, dyn, crd.Name)).To(Succeed())
-	createInParallel(ctx, n, func(ctx context.Context, i int) error {
+	installCRD(ctx, crd)
+	Expect(envtestutil.ForEach(size.objects, 16, func(i int) error {
 		return k8sClient.Create(ctx, pizzaenv.SampleV1alpha1(i))
-	})
-	expectAllStoredAs(ctx, pizzaGroup, "pizzas", pizzaOld, n)
+	})).To(Succeed())
+	t := target{crd: crd.Name, group: pizzaGroup, plural: "pizzas", from: "v1alpha1", to: "v1beta1"}
+	expectAllStoredAs(ctx, t.group, t.plural, t.oldAPIVersion(), size.objects)
+	return t
 }
 
-// installWidgets installs a widget CRD of its own group with n widgets at
-// v1, deleted when the spec ends.
-func installWidgets(ctx context.Context, group string, statusSubresource bool, n int) string {
-	crd := widgetCRD(group, statusSubresource)
-	installCRD(ctx, crd)
-	createWidgets(ctx, group, n)
-	expectAllStoredAs(ctx, group, "widgets", group+"/v1", n)
-	return crd.Name
+// widgets is the widget CRD of a group of its own (envtestutil.WidgetCRD:
+// v1 stored, v2 of the same schema served, no webhook).
+func widgets(group string, statusSubresource bool) population {
+	return func(ctx context.Context) target {
+		crd := envtestutil.WidgetCRD(group, "v1", "v2")
+		if statusSubresource {
+			envtestutil.WithStatusSubresource(crd)
+		}
+		installCRD(ctx, crd)
+		v1 := envtestutil.WidgetResource(group, "v1")
+		Expect(envtestutil.CreateObjects(ctx, dyn, v1, size.objects, 16, func(i int) *unstructured.Unstructured {
+			return envtestutil.Widget(v1, "default", fmt.Sprintf("widget-%05d", i), map[string]any{"color": "blue", "size": int64(i)})
+		})).To(Succeed())
+		t := target{crd: crd.Name, group: group, plural: "widgets", from: "v1", to: "v2"}
+		expectAllStoredAs(ctx, t.group, t.plural, t.oldAPIVersion(), size.objects)
+		return t
+	}
+}
+
+// run is a scenario's migration: the figures, the target, the prune watcher
+// and the manager.
+type run struct {
+	target
+	f       *figures
+	watcher *pruneWatcher
+	mgr     *managerProc
+	// policyAt is when the policy was created.
+	policyAt time.Time
+}
+
+// migrate starts the prune watcher of t and a manager (named manager in its
+// log), and creates the policy asking for t.to with spec.
+func migrate(ctx context.Context, f *figures, t target, manager string, spec graduatorv1alpha1.CRDVersionPolicySpec) *run {
+	r := &run{target: t, f: f}
+	r.watcher = startPruneWatcher(ctx, f, t.crd, t.group, t.plural, t.from)
+	r.mgr = startManager(manager)
+	spec.StorageVersion = t.to
+	createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: t.crd}, Spec: spec})
+	r.policyAt = time.Now()
+	return r
+}
+
+// expectHeldBack checks, polling every 250 ms for window, that
+// storedVersions keeps the old version and the policy is not Ready; why ends
+// the failure messages.
+func (r *run) expectHeldBack(ctx context.Context, window time.Duration, why string) {
+	Consistently(func(g Gomega) {
+		if stored := crdStoredVersions(ctx, r.crd); stored != nil {
+			g.Expect(stored).To(ContainElement(r.from), "storedVersions pruned "+why)
+		}
+		g.Expect(isReady(ctx, r.crd)).To(BeFalse(), "Ready "+why)
+	}).WithTimeout(window).WithPolling(250 * time.Millisecond).Should(Succeed())
+}
+
+// expectFinished waits until the policy is Ready on its own and checks the
+// end: no object left in the old version when storedVersions was pruned, and
+// every object stored in the new one. faultEnd is when the last fault ended;
+// with none (zero), the note says how long the policy took to be Ready.
+func (r *run) expectFinished(ctx context.Context, faultEnd time.Time) {
+	readyAt := waitReady(ctx, r.crd, 10*time.Minute)
+	if faultEnd.IsZero() {
+		r.f.Note = fmt.Sprintf("policy to Ready %s", readyAt.Sub(r.policyAt).Round(100*time.Millisecond))
+	} else {
+		r.f.FaultToReady = readyAt.Sub(faultEnd)
+	}
+	r.f.ManagerRestarts = r.mgr.restarts()
+	r.watcher.expectPrunedClean(r.f)
+	expectAllStoredAs(ctx, r.group, r.plural, r.newAPIVersion(), size.objects)
+}
+
+// scenario is a row of the fault table.
+type scenario struct {
+	// figures names the scenario in the figures.
+	figures    string
+	population population
+	// manager names the manager in its log.
+	manager string
+	spec    graduatorv1alpha1.CRDVersionPolicySpec
+	// handledBeforeFault, when set, is how many objects the run must have
+	// handled before the fault.
+	handledBeforeFault int
+	// fault, when set, brings the fault, checks what must hold while it
+	// lasts, ends it and returns when it ended.
+	fault func(ctx context.Context, r *run) time.Time
+	// end checks the end; expectFinished when nil.
+	end func(ctx context.Context, r *run, faultEnd time.Time)
 }
 
 var _ = Describe("Faults during a migration", func() {
@@ -77,7 +169,7 @@ var _ = Describe("Faults during a migration", func() {
 
 	It("1. survives SIGKILLs of the manager at random moments, losing no concurrent update", func(ctx SpecContext) {
 		f := record("1 SIGKILL mid-run + concurrent writer")
-		installPizzas(ctx, size.objects)
+		t := pizzas(ctx)
 
 		By("a writer updating every 10th pizza with a counter, through both versions")
 		var names []string
@@ -86,12 +178,7 @@ var _ = Describe("Faults during a migration", func() {
 		}
 		w := startWriter(ctx, []schema.GroupVersionResource{pizzaenv.Resource("v1alpha1"), pizzaenv.Resource("v1beta1")},
 			names, 40*time.Millisecond)
-		watcher := startPruneWatcher(ctx, f, pizzaCRD, pizzaGroup, "pizzas", "v1alpha1")
-		mgr := startManager("sigkill")
-		createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: pizzaCRD},
-			Spec:       policySpec("v1beta1", size.qps, size.pageSize),
-		})
+		r := migrate(ctx, f, t, "sigkill", policySpec(size.qps, size.pageSize))
 
 		By(fmt.Sprintf("killing the manager with SIGKILL until %d kills landed mid-run", size.kills))
 		// A page at the policy's QPS; each kill comes at a random moment
@@ -111,7 +198,7 @@ var _ = Describe("Faults during a migration", func() {
 			}).WithTimeout(3 * time.Minute).WithPolling(50 * time.Millisecond).Should(BeNumerically(">", base))
 			time.Sleep(time.Duration(rand.Int64N(int64(2 * page))))
 
-			mgr.kill()
+			r.mgr.kill()
 			lastFault = time.Now()
 			f.Kills++
 			if midRun(ctx) {
@@ -122,7 +209,7 @@ var _ = Describe("Faults during a migration", func() {
 			if size.deleteStaleLease {
 				deleteLease(ctx)
 			}
-			mgr.start()
+			r.mgr.start()
 		}
 
 		By("the last manager finishing on its own")
@@ -130,10 +217,10 @@ var _ = Describe("Faults during a migration", func() {
 		f.FaultToReady = readyAt.Sub(lastFault)
 		w.stop()
 		f.Updates = w.updates.Load()
-		f.ManagerRestarts = mgr.restarts()
+		f.ManagerRestarts = r.mgr.restarts()
 		f.Note = fmt.Sprintf("writer errors %d", w.errors.Load())
 
-		watcher.expectPrunedClean(f)
+		r.watcher.expectPrunedClean(f)
 		lost, examples := w.lost(ctx)
 		f.UpdatesLost = lost
 		Expect(lost).To(BeZero(), "writer updates lost: %v", examples)
@@ -142,227 +229,192 @@ var _ = Describe("Faults during a migration", func() {
 		Expect(getPolicy(ctx, pizzaCRD).Status.Migration.Failed).To(BeZero())
 	}, SpecTimeout(45*time.Minute))
 
-	It("2. waits out a conversion webhook outage without pruning, and finishes on its own", func(ctx SpecContext) {
-		f := record(fmt.Sprintf("2 conversion webhook down %s", size.webhookDown))
-		installPizzas(ctx, size.objects)
-		watcher := startPruneWatcher(ctx, f, pizzaCRD, pizzaGroup, "pizzas", "v1alpha1")
-		mgr := startManager("webhook")
-		createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: pizzaCRD},
-			Spec:       policySpec("v1beta1", size.qps, size.pageSize),
-		})
-		waitMidRun(ctx, pizzaCRD, int64(size.objects/5))
-
-		By("stopping the webhook mid-run")
-		webhook.Stop()
-		DeferCleanup(func(ctx context.Context) { Expect(webhook.Start(ctx)).To(Succeed()) })
-		Consistently(func(g Gomega) {
-			if stored := crdStoredVersions(ctx, pizzaCRD); stored != nil {
-				g.Expect(stored).To(ContainElement("v1alpha1"), "storedVersions pruned while the webhook is down")
+	// The other scenarios share their shape: a population, a manager and a
+	// policy; a fault once part of the objects are handled; the end.
+	DescribeTable("a migration meeting a fault",
+		func(ctx SpecContext, s scenario) {
+			f := record(s.figures)
+			r := migrate(ctx, f, s.population(ctx), s.manager, s.spec)
+			if s.handledBeforeFault > 0 {
+				waitMidRun(ctx, r.crd, int64(s.handledBeforeFault))
 			}
-			g.Expect(isReady(ctx, pizzaCRD)).To(BeFalse(), "Ready while the webhook is down")
-		}).WithTimeout(size.webhookDown).WithPolling(250 * time.Millisecond).Should(Succeed())
-		Expect(crdStoredVersions(ctx, pizzaCRD)).To(ContainElement("v1alpha1"))
-		counts, _ := storedVersions(ctx, pizzaGroup, "pizzas")
-		Expect(counts[pizzaOld]).To(BeNumerically(">", 0), "the outage came while objects were still to migrate")
-		f.Note = fmt.Sprintf("%d objects still v1alpha1 when the webhook came back", counts[pizzaOld])
-
-		By("starting the webhook again")
-		Expect(webhook.Start(ctx)).To(Succeed())
-		upAt := time.Now()
-		readyAt := waitReady(ctx, pizzaCRD, 10*time.Minute)
-		f.FaultToReady = readyAt.Sub(upAt)
-		f.ManagerRestarts = mgr.restarts()
-
-		watcher.expectPrunedClean(f)
-		expectAllStoredAs(ctx, pizzaGroup, "pizzas", pizzaNew, size.objects)
-	}, SpecTimeout(30*time.Minute))
-
-	It("3. finishes on its own after the API server restarts mid-run, losing nothing", func(ctx SpecContext) {
-		f := record("3 kube-apiserver restarted")
-		const group = "apiserver.faults.graduator.io"
-		crdName := installWidgets(ctx, group, false, size.objects)
-		watcher := startPruneWatcher(ctx, f, crdName, group, "widgets", "v1")
-		mgr := startManager("apiserver")
-		createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: crdName},
-			Spec:       policySpec("v2", size.qps, size.pageSize),
-		})
-		waitMidRun(ctx, crdName, int64(size.objects/5))
-
-		By("stopping and starting kube-apiserver")
-		apiServer := testEnv.ControlPlane.GetAPIServer()
-		stopping := time.Now()
-		stopErr := apiServer.Stop()
-		stoppedAt := time.Now()
-		if err := apiServer.Start(); err != nil {
-			apiServerBroken = err.Error()
-			Skip(fmt.Sprintf("envtest cannot restart kube-apiserver, so this scenario cannot run here: stop: %v; start: %v", stopErr, err))
-		}
-		upAt := time.Now()
-		f.Note = fmt.Sprintf("graceful stop took %s, start %s", stoppedAt.Sub(stopping).Round(100*time.Millisecond),
-			upAt.Sub(stoppedAt).Round(100*time.Millisecond))
-		Expect(stopErr).NotTo(HaveOccurred(), "kube-apiserver stops gracefully")
-
-		readyAt := waitReady(ctx, crdName, 10*time.Minute)
-		f.FaultToReady = readyAt.Sub(upAt)
-		f.ManagerRestarts = mgr.restarts()
-		watcher.expectPrunedClean(f)
-		expectAllStoredAs(ctx, group, "widgets", group+"/v2", size.objects)
-		Expect(getPolicy(ctx, crdName).Status.Migration.Failed).To(BeZero())
-	}, SpecTimeout(30*time.Minute))
-
-	It("4. writes and prunes nothing while an admission policy denies updates, and finishes once it is removed", func(ctx SpecContext) {
-		f := record(fmt.Sprintf("4 admission denies UPDATE for %s", size.denyHold))
-		const group = "deny.faults.graduator.io"
-		crdName := installWidgets(ctx, group, false, size.objects)
-		watcher := startPruneWatcher(ctx, f, crdName, group, "widgets", "v1")
-		mgr := startManager("deny")
-		createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: crdName},
-			Spec:       policySpec("v2", size.qps, size.pageSize),
-		})
-		waitMidRun(ctx, crdName, int64(size.objects/10))
-
-		By("a ValidatingAdmissionPolicy denying every UPDATE of widgets")
-		vap, binding := denyUpdates(group, "widgets")
-		Expect(k8sClient.Create(ctx, vap)).To(Succeed())
-		Expect(k8sClient.Create(ctx, binding)).To(Succeed())
-		removed := false
-		remove := func(ctx context.Context) {
-			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, binding))).To(Succeed())
-			Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, vap))).To(Succeed())
-		}
-		DeferCleanup(func(ctx context.Context) {
-			if !removed {
-				remove(ctx)
+			var faultEnd time.Time
+			if s.fault != nil {
+				faultEnd = s.fault(ctx, r)
 			}
-		})
-		gvr := schema.GroupVersionResource{Group: group, Version: "v2", Resource: "widgets"}
-		Eventually(func() error {
-			_, err := dyn.Resource(gvr).Namespace("default").Patch(ctx, "widget-00000", types.MergePatchType,
-				[]byte(`{"metadata":{"annotations":{"probe":"x"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-			return err
-		}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
-			Should(MatchError(ContainSubstring("faults: every update is denied")), "the admission policy is in force")
-		// Requests admitted just before the policy took effect are done.
-		time.Sleep(500 * time.Millisecond)
-		before := modRevisions(ctx, group, "widgets")
-		counts, _ := storedVersions(ctx, group, "widgets")
-		Expect(counts[group+"/v1"]).To(BeNumerically(">", 0), "objects were still to migrate when the updates were denied")
-
-		Consistently(func(g Gomega) {
-			if stored := crdStoredVersions(ctx, crdName); stored != nil {
-				g.Expect(stored).To(ContainElement("v1"), "storedVersions pruned while updates are denied")
+			if s.end == nil {
+				r.expectFinished(ctx, faultEnd)
+			} else {
+				s.end(ctx, r, faultEnd)
 			}
-			g.Expect(isReady(ctx, crdName)).To(BeFalse(), "Ready while updates are denied")
-		}).WithTimeout(size.denyHold).WithPolling(250 * time.Millisecond).Should(Succeed())
-		changed, examples := changedSince(before, modRevisions(ctx, group, "widgets"))
-		Expect(changed).To(BeZero(), "objects written in etcd while every update was denied: %v", examples)
-		after, _ := storedVersions(ctx, group, "widgets")
-		Expect(after[group+"/v1"]).To(Equal(counts[group+"/v1"]), "objects still stored as v1")
-		f.Note = fmt.Sprintf("%d objects still v1 while denied; Ready reason %s", after[group+"/v1"], readyReason(ctx, crdName))
-
-		By("removing the admission policy")
-		remove(ctx)
-		removed = true
-		removedAt := time.Now()
-		readyAt := waitReady(ctx, crdName, 10*time.Minute)
-		f.FaultToReady = readyAt.Sub(removedAt)
-		f.ManagerRestarts = mgr.restarts()
-		watcher.expectPrunedClean(f)
-		expectAllStoredAs(ctx, group, "widgets", group+"/v2", size.objects)
-	}, SpecTimeout(30*time.Minute))
-
-	Describe("5. writeTo: Status", func() {
-		It("5a. on a CRD without the status subresource prunes nothing and migrates nothing", func(ctx SpecContext) {
-			f := record("5a writeTo Status, no status subresource")
-			const group = "nostatus.faults.graduator.io"
-			crdName := installWidgets(ctx, group, false, size.objects)
-			watcher := startPruneWatcher(ctx, f, crdName, group, "widgets", "v1")
-			mgr := startManager("nostatus")
-			spec := policySpec("v2", 1000, 500)
-			spec.Migration.WriteTo = graduatorv1alpha1.WriteToStatus
-			createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crdName}, Spec: spec})
-
-			// Long enough for a run over every object at 1000 writes/s, and
-			// then some.
-			window := max(12*time.Second, time.Duration(size.objects/1000)*time.Second+10*time.Second)
-			Consistently(func(g Gomega) {
-				if stored := crdStoredVersions(ctx, crdName); stored != nil {
-					g.Expect(stored).To(ContainElement("v1"), "storedVersions pruned though no object could be rewritten")
-				}
-				g.Expect(isReady(ctx, crdName)).To(BeFalse(), "Ready though no object could be rewritten")
-			}).WithTimeout(window).WithPolling(250 * time.Millisecond).Should(Succeed())
-			_, f.OldAtPrune = watcher.result()
-			f.ManagerRestarts = mgr.restarts()
-			f.Note = "Ready reason " + readyReason(ctx, crdName)
-			Expect(f.OldAtPrune).To(Equal(-1), "storedVersions was pruned")
-			expectAllStoredAs(ctx, group, "widgets", group+"/v1", size.objects)
-		}, SpecTimeout(15*time.Minute))
-
-		It("5b. on a CRD with the status subresource migrates every object and prunes", func(ctx SpecContext) {
-			f := record("5b writeTo Status, with status subresource")
-			const group = "withstatus.faults.graduator.io"
-			crdName := installWidgets(ctx, group, true, size.objects)
-			watcher := startPruneWatcher(ctx, f, crdName, group, "widgets", "v1")
-			mgr := startManager("withstatus")
-			spec := policySpec("v2", 1000, 500)
-			spec.Migration.WriteTo = graduatorv1alpha1.WriteToStatus
-			createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crdName}, Spec: spec})
-			start := time.Now()
-			waitReady(ctx, crdName, 10*time.Minute)
-			f.Note = fmt.Sprintf("policy to Ready %s", time.Since(start).Round(100*time.Millisecond))
-			f.ManagerRestarts = mgr.restarts()
-			watcher.expectPrunedClean(f)
-			expectAllStoredAs(ctx, group, "widgets", group+"/v2", size.objects)
-		}, SpecTimeout(15*time.Minute))
-	})
-
-	It("6. writes nothing once paused mid-run, and finishes when unpaused", func(ctx SpecContext) {
-		f := record(fmt.Sprintf("6 paused mid-run, quiet %s", size.pauseQuiet))
-		const group = pauseGroup
-		crdName := installWidgets(ctx, group, false, size.objects)
-		watcher := startPruneWatcher(ctx, f, crdName, group, "widgets", "v1")
-		mgr := startManager("pause")
-		createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: crdName},
-			Spec:       policySpec("v2", size.qps, size.pageSize),
-		})
-		waitMidRun(ctx, crdName, int64(size.objects/5))
-
-		By("pausing the policy")
-		setPaused(ctx, crdName, true)
-		Eventually(func() *metav1.Condition { return readyCondition(ctx, crdName) }).
-			WithTimeout(2 * time.Minute).WithPolling(50 * time.Millisecond).
-			Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", graduation.ReasonPaused)))
-		pausedAt := time.Now()
-		before := modRevisions(ctx, group, "widgets")
-		time.Sleep(size.pauseQuiet)
-
-		patches, err := managerPatches(group, "widgets", pausedAt)
-		Expect(err).NotTo(HaveOccurred())
-		all, err := managerPatches(group, "widgets", time.Time{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(len(all)).To(BeNumerically(">", len(patches)), "the audit log records the manager's PATCHes before the pause")
-		changed, examples := changedSince(before, modRevisions(ctx, group, "widgets"))
-		f.Note = fmt.Sprintf("%d PATCHes before the pause, %d after Paused was shown; %d objects written in etcd after",
-			len(all)-len(patches), len(patches), changed)
-		Expect(patches).To(BeEmpty(), "PATCHes the API server received from the manager after Paused was shown")
-		Expect(changed).To(BeZero(), "objects written in etcd after Paused was shown: %v", examples)
-		counts, _ := storedVersions(ctx, group, "widgets")
-		Expect(counts[group+"/v1"]).To(BeNumerically(">", 0), "the pause came while objects were still to migrate")
-
-		By("unpausing")
-		setPaused(ctx, crdName, false)
-		unpausedAt := time.Now()
-		readyAt := waitReady(ctx, crdName, 10*time.Minute)
-		f.FaultToReady = readyAt.Sub(unpausedAt)
-		f.ManagerRestarts = mgr.restarts()
-		watcher.expectPrunedClean(f)
-		expectAllStoredAs(ctx, group, "widgets", group+"/v2", size.objects)
-	}, SpecTimeout(30*time.Minute))
+		},
+		Entry("2. waits out a conversion webhook outage without pruning, and finishes on its own", SpecTimeout(30*time.Minute), scenario{
+			figures:    fmt.Sprintf("2 conversion webhook down %s", size.webhookDown),
+			population: pizzas, manager: "webhook", spec: policySpec(size.qps, size.pageSize),
+			handledBeforeFault: size.objects / 5, fault: webhookOutage,
+		}),
+		Entry("3. finishes on its own after the API server restarts mid-run, losing nothing", SpecTimeout(30*time.Minute), scenario{
+			figures:    "3 kube-apiserver restarted",
+			population: widgets("apiserver.faults.graduator.io", false), manager: "apiserver", spec: policySpec(size.qps, size.pageSize),
+			handledBeforeFault: size.objects / 5, fault: apiServerRestart, end: expectFinishedWithoutFailures,
+		}),
+		Entry("4. writes and prunes nothing while an admission policy denies updates, and finishes once it is removed", SpecTimeout(30*time.Minute), scenario{
+			figures:    fmt.Sprintf("4 admission denies UPDATE for %s", size.denyHold),
+			population: widgets("deny.faults.graduator.io", false), manager: "deny", spec: policySpec(size.qps, size.pageSize),
+			handledBeforeFault: size.objects / 10, fault: updatesDenied,
+		}),
+		Entry("5a. writeTo: Status on a CRD without the status subresource prunes nothing and migrates nothing", SpecTimeout(15*time.Minute), scenario{
+			figures:    "5a writeTo Status, no status subresource",
+			population: widgets("nostatus.faults.graduator.io", false), manager: "nostatus", spec: writeToStatus(),
+			end: expectNothingMigrated,
+		}),
+		Entry("5b. writeTo: Status on a CRD with the status subresource migrates every object and prunes", SpecTimeout(15*time.Minute), scenario{
+			figures:    "5b writeTo Status, with status subresource",
+			population: widgets("withstatus.faults.graduator.io", true), manager: "withstatus", spec: writeToStatus(),
+		}),
+		Entry("6. writes nothing once paused mid-run, and finishes when unpaused", SpecTimeout(30*time.Minute), scenario{
+			figures:    fmt.Sprintf("6 paused mid-run, quiet %s", size.pauseQuiet),
+			population: widgets(pauseGroup, false), manager: "pause", spec: policySpec(size.qps, size.pageSize),
+			handledBeforeFault: size.objects / 5, fault: paused,
+		}),
+	)
 })
+
+// webhookOutage stops the conversion webhook for size.webhookDown.
+func webhookOutage(ctx context.Context, r *run) time.Time {
+	By("stopping the webhook mid-run")
+	webhook.Stop()
+	DeferCleanup(func(ctx context.Context) { Expect(webhook.Start(ctx)).To(Succeed()) })
+	r.expectHeldBack(ctx, size.webhookDown, "while the webhook is down")
+	Expect(crdStoredVersions(ctx, r.crd)).To(ContainElement(r.from))
+	counts, _ := storedVersions(ctx, r.group, r.plural)
+	Expect(counts[r.oldAPIVersion()]).To(BeNumerically(">", 0), "the outage came while objects were still to migrate")
+	r.f.Note = fmt.Sprintf("%d objects still %s when the webhook came back", counts[r.oldAPIVersion()], r.from)
+
+	By("starting the webhook again")
+	Expect(webhook.Start(ctx)).To(Succeed())
+	return time.Now()
+}
+
+// apiServerRestart stops and starts kube-apiserver; when envtest cannot
+// start it again, the spec and those after it skip.
+func apiServerRestart(_ context.Context, r *run) time.Time {
+	By("stopping and starting kube-apiserver")
+	apiServer := testEnv.ControlPlane.GetAPIServer()
+	stopping := time.Now()
+	stopErr := apiServer.Stop()
+	stoppedAt := time.Now()
+	if err := apiServer.Start(); err != nil {
+		apiServerBroken = err.Error()
+		Skip(fmt.Sprintf("envtest cannot restart kube-apiserver, so this scenario cannot run here: stop: %v; start: %v", stopErr, err))
+	}
+	upAt := time.Now()
+	r.f.Note = fmt.Sprintf("graceful stop took %s, start %s", stoppedAt.Sub(stopping).Round(100*time.Millisecond),
+		upAt.Sub(stoppedAt).Round(100*time.Millisecond))
+	Expect(stopErr).NotTo(HaveOccurred(), "kube-apiserver stops gracefully")
+	return upAt
+}
+
+// expectFinishedWithoutFailures is expectFinished, and no object failed.
+func expectFinishedWithoutFailures(ctx context.Context, r *run, faultEnd time.Time) {
+	r.expectFinished(ctx, faultEnd)
+	Expect(getPolicy(ctx, r.crd).Status.Migration.Failed).To(BeZero())
+}
+
+// updatesDenied denies every UPDATE of the objects with a
+// ValidatingAdmissionPolicy for size.denyHold, during which nothing may be
+// written in etcd.
+func updatesDenied(ctx context.Context, r *run) time.Time {
+	By("a ValidatingAdmissionPolicy denying every UPDATE of " + r.plural)
+	vap, binding := envtestutil.DenyUpdates("deny-updates."+r.group, r.group, r.plural, "false", "faults: every update is denied")
+	Expect(k8sClient.Create(ctx, vap)).To(Succeed())
+	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+	removed := false
+	remove := func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, binding))).To(Succeed())
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, vap))).To(Succeed())
+	}
+	DeferCleanup(func(ctx context.Context) {
+		if !removed {
+			remove(ctx)
+		}
+	})
+	gvr := schema.GroupVersionResource{Group: r.group, Version: r.to, Resource: r.plural}
+	Eventually(func() error {
+		_, err := dyn.Resource(gvr).Namespace("default").Patch(ctx, "widget-00000", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"probe":"x"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
+		Should(MatchError(ContainSubstring("faults: every update is denied")), "the admission policy is in force")
+	// Requests admitted just before the policy took effect are done.
+	time.Sleep(500 * time.Millisecond)
+	before := modRevisions(ctx, r.group, r.plural)
+	counts, _ := storedVersions(ctx, r.group, r.plural)
+	Expect(counts[r.oldAPIVersion()]).To(BeNumerically(">", 0), "objects were still to migrate when the updates were denied")
+
+	r.expectHeldBack(ctx, size.denyHold, "while updates are denied")
+	changed, examples := changedSince(before, modRevisions(ctx, r.group, r.plural))
+	Expect(changed).To(BeZero(), "objects written in etcd while every update was denied: %v", examples)
+	after, _ := storedVersions(ctx, r.group, r.plural)
+	Expect(after[r.oldAPIVersion()]).To(Equal(counts[r.oldAPIVersion()]), "objects still stored as %s", r.from)
+	r.f.Note = fmt.Sprintf("%d objects still %s while denied; Ready reason %s", after[r.oldAPIVersion()], r.from, readyReason(ctx, r.crd))
+
+	By("removing the admission policy")
+	remove(ctx)
+	removed = true
+	return time.Now()
+}
+
+// writeToStatus is the spec of the writeTo: Status scenarios: 1000 writes/s
+// in pages of 500.
+func writeToStatus() graduatorv1alpha1.CRDVersionPolicySpec {
+	spec := policySpec(1000, 500)
+	spec.Migration.WriteTo = graduatorv1alpha1.WriteToStatus
+	return spec
+}
+
+// expectNothingMigrated checks, for the length of a run over every object
+// at 1000 writes/s and then some, that the policy holds back, that the
+// watcher saw no prune, and that every object is still in the old version.
+func expectNothingMigrated(ctx context.Context, r *run, _ time.Time) {
+	window := max(12*time.Second, time.Duration(size.objects/1000)*time.Second+10*time.Second)
+	r.expectHeldBack(ctx, window, "though no object could be rewritten")
+	_, r.f.OldAtPrune = r.watcher.result()
+	r.f.ManagerRestarts = r.mgr.restarts()
+	r.f.Note = "Ready reason " + readyReason(ctx, r.crd)
+	Expect(r.f.OldAtPrune).To(Equal(-1), "storedVersions was pruned")
+	expectAllStoredAs(ctx, r.group, r.plural, r.oldAPIVersion(), size.objects)
+}
+
+// paused pauses the policy; from the moment it shows Paused, for
+// size.pauseQuiet, the API server must receive no write from the manager.
+func paused(ctx context.Context, r *run) time.Time {
+	By("pausing the policy")
+	setPaused(ctx, r.crd, true)
+	Eventually(func() *metav1.Condition { return readyCondition(ctx, r.crd) }).
+		WithTimeout(2 * time.Minute).WithPolling(50 * time.Millisecond).
+		Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", graduation.ReasonPaused)))
+	pausedAt := time.Now()
+	before := modRevisions(ctx, r.group, r.plural)
+	time.Sleep(size.pauseQuiet)
+
+	patches, err := managerPatches(r.group, r.plural, pausedAt)
+	Expect(err).NotTo(HaveOccurred())
+	all, err := managerPatches(r.group, r.plural, time.Time{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(len(all)).To(BeNumerically(">", len(patches)), "the audit log records the manager's PATCHes before the pause")
+	changed, examples := changedSince(before, modRevisions(ctx, r.group, r.plural))
+	r.f.Note = fmt.Sprintf("%d PATCHes before the pause, %d after Paused was shown; %d objects written in etcd after",
+		len(all)-len(patches), len(patches), changed)
+	Expect(patches).To(BeEmpty(), "PATCHes the API server received from the manager after Paused was shown")
+	Expect(changed).To(BeZero(), "objects written in etcd after Paused was shown: %v", examples)
+	counts, _ := storedVersions(ctx, r.group, r.plural)
+	Expect(counts[r.oldAPIVersion()]).To(BeNumerically(">", 0), "the pause came while objects were still to migrate")
+
+	By("unpausing")
+	setPaused(ctx, r.crd, false)
+	return time.Now()
+}
 
 // midRun reports whether the migration is running: the run started and is
 // not complete, storedVersions still lists the old version and etcd still
@@ -393,36 +445,4 @@ func setPaused(ctx context.Context, name string, paused bool) {
 		return k8sClient.Patch(ctx, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}},
 			client.RawPatch(types.MergePatchType, patch))
 	}).WithTimeout(30 * time.Second).Should(Succeed())
-}
-
-// denyUpdates is a ValidatingAdmissionPolicy, and its binding, that deny
-// every UPDATE (PATCH included) of the resource.
-func denyUpdates(group, resource string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
-	name := "deny-updates." + group
-	fail := admissionregistrationv1.Fail
-	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource},
-						},
-					},
-				}},
-			},
-			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: "faults: every update is denied"}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	return vap, binding
 }

@@ -40,7 +40,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,6 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 // sizing is how hard the suite pushes: FAULTS_SIZE=reduced (the default, run
@@ -232,114 +232,17 @@ func tail(path string, n int) string {
 // ---------------------------------------------------------------------------
 // CRDs and objects.
 
-// widgetCRD is a namespaced CRD with versions v1 (stored) and v2 of the same
-// schema and no conversion webhook.
-func widgetCRD(group string, statusSubresource bool) *apiextensionsv1.CustomResourceDefinition {
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets." + group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList",
-			},
-			Scope: apiextensionsv1.NamespaceScoped,
-		},
-	}
-	for i, v := range []string{"v1", "v2"} {
-		version := apiextensionsv1.CustomResourceDefinitionVersion{
-			Name: v, Served: true, Storage: i == 0,
-			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-				Type: "object",
-				Properties: map[string]apiextensionsv1.JSONSchemaProps{
-					"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"color": {Type: "string"},
-						"size":  {Type: "integer"},
-					}},
-					"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-						"ready": {Type: "boolean"},
-					}},
-				},
-			}},
-		}
-		if statusSubresource {
-			version.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
-		}
-		crd.Spec.Versions = append(crd.Spec.Versions, version)
-	}
-	return crd
-}
-
 // installCRD creates the CRD, waits until every version is served, and
 // deletes it (with its objects) when the spec ends.
 func installCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) {
 	Expect(k8sClient.Create(ctx, crd)).To(Succeed())
 	DeferCleanup(deleteCRD, crd.Name)
-	Eventually(func(g Gomega) {
-		var got apiextensionsv1.CustomResourceDefinition
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(crd), &got)).To(Succeed())
-		established := false
-		for _, c := range got.Status.Conditions {
-			established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
-		}
-		g.Expect(established).To(BeTrue())
-		for _, v := range got.Spec.Versions {
-			_, err := dyn.Resource(schema.GroupVersionResource{Group: got.Spec.Group, Version: v.Name, Resource: got.Spec.Names.Plural}).
-				List(ctx, metav1.ListOptions{Limit: 1})
-			g.Expect(err).NotTo(HaveOccurred())
-		}
-	}).WithTimeout(30 * time.Second).Should(Succeed())
+	Expect(envtestutil.WaitServed(ctx, k8sClient, dyn, crd.Name)).To(Succeed())
 }
 
 // deleteCRD deletes a CRD, and so its objects, and waits until it is gone.
 func deleteCRD(ctx context.Context, name string) {
-	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed())
-	Eventually(func() bool {
-		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}))
-	}).WithTimeout(5*time.Minute).WithPolling(500*time.Millisecond).Should(BeTrue(), "CRD %s is deleted", name)
-}
-
-// createInParallel calls create(i) for i in [0, n) on 16 goroutines.
-func createInParallel(ctx context.Context, n int, create func(ctx context.Context, i int) error) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := create(ctx, i); err != nil {
-					errs <- fmt.Errorf("object %d: %w", i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		Expect(err).NotTo(HaveOccurred())
-	}
-}
-
-// createWidgets creates n widgets at v1 in namespace default.
-func createWidgets(ctx context.Context, group string, n int) {
-	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "widgets"}
-	createInParallel(ctx, n, func(ctx context.Context, i int) error {
-		obj := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": group + "/v1",
-			"kind":       "Widget",
-			"metadata":   map[string]any{"name": fmt.Sprintf("widget-%05d", i), "namespace": "default"},
-			"spec":       map[string]any{"color": "blue", "size": int64(i)},
-		}}
-		_, err := dyn.Resource(gvr).Namespace("default").Create(ctx, obj, metav1.CreateOptions{})
-		return err
-	})
+	Expect(envtestutil.DeleteCRD(ctx, k8sClient, name, 5*time.Minute)).To(Succeed())
 }
 
 // storedVersions reads etcd: how many objects of the resource are stored
@@ -406,9 +309,10 @@ func createPolicy(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolic
 	})
 }
 
-func policySpec(storageVersion string, qps, pageSize int) graduatorv1alpha1.CRDVersionPolicySpec {
+// policySpec is a policy's spec without its storage version: 16 writers at
+// qps, pages of pageSize.
+func policySpec(qps, pageSize int) graduatorv1alpha1.CRDVersionPolicySpec {
 	return graduatorv1alpha1.CRDVersionPolicySpec{
-		StorageVersion: storageVersion,
 		Migration: graduatorv1alpha1.MigrationSettings{
 			Concurrency: 16, PageSize: int64(pageSize), QPS: int32(qps),
 			SettleDelay: &metav1.Duration{Duration: time.Second},

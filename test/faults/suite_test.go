@@ -26,18 +26,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/test/etcdstore"
+	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/envtestutil/envsuite"
 	"github.com/graduator/graduator/test/pizzaenv"
 )
 
@@ -53,13 +49,11 @@ var (
 	size = sizeFromEnv()
 
 	testEnv *envtest.Environment
-	cfg     *rest.Config
 	// k8sClient and dyn talk to the API server as the envtest admin, without
 	// client-side throttling.
 	k8sClient client.Client
 	dyn       dynamic.Interface
-	etcd      *etcdstore.Store
-	scheme    = runtime.NewScheme()
+	etcd      *envtestutil.EtcdStore
 
 	// managerBinary is cmd/manager built by gexec; managerKubeconfig a
 	// kubeconfig of managerUser (system:masters).
@@ -75,20 +69,10 @@ var (
 )
 
 func TestFaults(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, fmt.Sprintf("Fault suite (operator process on envtest, size %s)", size.name))
+	envsuite.RunSpecs(t, fmt.Sprintf("Fault suite (operator process on envtest, size %s)", size.name))
 }
 
 var _ = BeforeSuite(func(ctx SpecContext) {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
-		"KUBEBUILDER_ASSETS must point at kube-apiserver and etcd; run the suite with `make test` or `make test-faults`")
-
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
-	Expect(graduatorv1alpha1.AddToScheme(scheme)).To(Succeed())
-	Expect(pizzaenv.AddToScheme(scheme)).To(Succeed())
-
 	var err error
 	if managerBinary = os.Getenv("FAULTS_MANAGER_BINARY"); managerBinary != "" {
 		By("using the manager binary " + managerBinary + " (FAULTS_MANAGER_BINARY)")
@@ -126,60 +110,45 @@ rules:
   - group: %q
 - level: None
 `, pauseGroup)), 0o600)).To(Succeed())
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	// A graceful stop of kube-apiserver can take longer than envtest's 20 s.
-	testEnv.ControlPlaneStopTimeout = 2 * time.Minute
-	apiServer := testEnv.ControlPlane.GetAPIServer()
-	apiServer.CertDir = certDir
-	apiServer.StartTimeout = time.Minute
 	apiServerLog, err := os.Create(filepath.Join(work, "kube-apiserver.log"))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(apiServerLog.Close)
-	apiServer.Out, apiServer.Err = apiServerLog, apiServerLog
-	apiServer.Configure().
-		Set("audit-log-path", auditLog).
-		Set("audit-policy-file", auditPolicy).
-		Set("audit-log-mode", "blocking").
-		// Without it the API server waits 60 s for open watches when it
-		// stops; a real one drains them the same way.
-		Set("shutdown-watch-termination-grace-period", "5s")
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() {
-		// Every process this suite started stops here, failures included.
-		gexec.KillAndWait(10 * time.Second)
-		if webhook != nil {
-			webhook.Stop()
-		}
-		if etcd != nil {
-			Expect(etcd.Close()).To(Succeed())
-		}
-		Expect(testEnv.Stop()).To(Succeed())
-	})
-	// The suite's own requests only go to 127.0.0.1 and every loop is
-	// bounded; client-side throttling would only distort the timings.
-	cfg.QPS, cfg.Burst = -1, 0
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	dyn, err = dynamic.NewForConfig(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	etcd, err = etcdstore.New(testEnv.ControlPlane.Etcd.URL.String())
-	Expect(err).NotTo(HaveOccurred())
 
-	user, err := testEnv.AddUser(envtest.User{Name: managerUser, Groups: []string{"system:masters"}}, nil)
-	Expect(err).NotTo(HaveOccurred())
-	kubeconfig, err := user.KubeConfig()
-	Expect(err).NotTo(HaveOccurred())
+	// Every process this suite started stops when it ends, failures
+	// included: the control plane and the managers through envsuite, the
+	// webhook through its DeferCleanup below.
+	env := envsuite.Start(envtestutil.Options{
+		OperatorCRDs: true,
+		AddToScheme:  []func(*runtime.Scheme) error{graduatorv1alpha1.AddToScheme, pizzaenv.AddToScheme},
+		// The suite's own requests only go to 127.0.0.1 and every loop is
+		// bounded; client-side throttling would only distort the timings.
+		Unthrottled: true,
+		Configure: func(env *envtest.Environment) error {
+			// A graceful stop of kube-apiserver can take longer than envtest's 20 s.
+			env.ControlPlaneStopTimeout = 2 * time.Minute
+			apiServer := env.ControlPlane.GetAPIServer()
+			apiServer.CertDir = certDir
+			apiServer.StartTimeout = time.Minute
+			apiServer.Out, apiServer.Err = apiServerLog, apiServerLog
+			apiServer.Configure().
+				Set("audit-log-path", auditLog).
+				Set("audit-policy-file", auditPolicy).
+				Set("audit-log-mode", "blocking").
+				// Without it the API server waits 60 s for open watches when it
+				// stops; a real one drains them the same way.
+				Set("shutdown-watch-termination-grace-period", "5s")
+			return nil
+		},
+	})
+	testEnv, k8sClient, dyn, etcd = env.Environment, env.Client, env.Dynamic, env.Etcd
+
 	managerKubeconfig = filepath.Join(work, "manager.kubeconfig")
-	Expect(os.WriteFile(managerKubeconfig, kubeconfig, 0o600)).To(Succeed())
+	Expect(env.WriteKubeconfig(envtest.User{Name: managerUser, Groups: []string{"system:masters"}}, managerKubeconfig)).To(Succeed())
 
 	By("starting the Pizza conversion webhook")
 	webhook, err = pizzaenv.StartWebhook(ctx)
 	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(webhook.Stop)
 }, NodeTimeout(10*time.Minute))
 
 var _ = ReportAfterSuite("fault figures", func(report Report) {

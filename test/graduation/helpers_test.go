@@ -24,7 +24,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,21 +46,7 @@ func widgetCRD(group string, versions ...string) *apiextensionsv1.CustomResource
 func installCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) {
 	Expect(k8sClient.Create(ctx, crd)).To(Succeed())
 	DeferCleanup(deleteCRD, crd.Name)
-	Eventually(func(g Gomega) {
-		var got apiextensionsv1.CustomResourceDefinition
-		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(crd), &got)).To(Succeed())
-		g.Expect(isEstablished(&got)).To(BeTrue())
-		g.Expect(envtestutil.Served(ctx, dyn, &got)).To(Succeed())
-	}).WithTimeout(30 * time.Second).Should(Succeed())
-}
-
-func isEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
+	Expect(envtestutil.WaitServed(ctx, k8sClient, dyn, crd.Name)).To(Succeed())
 }
 
 // createWidgets creates n widgets at the given version in namespace default,
@@ -110,9 +95,5 @@ func getPolicy(ctx context.Context, name string) *graduatorv1alpha1.CRDVersionPo
 
 // deleteCRD deletes a CRD, and so its objects, and waits until it is gone.
 func deleteCRD(ctx context.Context, name string) {
-	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed())
-	Eventually(func() bool {
-		return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Name: name}, &apiextensionsv1.CustomResourceDefinition{}))
-	}).WithTimeout(time.Minute).Should(BeTrue(), "CRD %s is deleted", name)
+	Expect(envtestutil.DeleteCRD(ctx, k8sClient, name, time.Minute)).To(Succeed())
 }

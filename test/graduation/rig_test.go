@@ -46,7 +46,8 @@ type operatorOptions struct {
 }
 
 // startOperatorWith runs the manager as the binary would (controllers.Setup),
-// until stop, recording every request it sends.
+// until stop or the end of the spec, whatever its outcome, recording every
+// request it sends.
 func startOperatorWith(opts operatorOptions) *operator {
 	base := opts.config
 	if base == nil {
@@ -78,6 +79,7 @@ func startOperatorWith(opts operatorOptions) *operator {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	op := &operator{cancel: cancel, done: make(chan struct{}), requests: requests}
+	DeferCleanup(op.stop)
 	go func() {
 		defer GinkgoRecover()
 		defer close(op.done)

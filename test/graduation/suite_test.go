@@ -22,25 +22,20 @@ package graduation_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/envtestutil/envsuite"
 	"github.com/graduator/graduator/test/pizzaenv"
 )
 
@@ -50,46 +45,19 @@ var (
 	k8sClient client.Client
 	dyn       dynamic.Interface
 	etcd      *envtestutil.EtcdStore
-	scheme    = runtime.NewScheme()
+	scheme    *runtime.Scheme
 )
 
 func TestGraduation(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Graduation suite (operator on envtest)")
+	envsuite.RunSpecs(t, "Graduation suite (operator on envtest)")
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
-		"KUBEBUILDER_ASSETS must point at kube-apiserver and etcd; run the suite with `make test`")
-
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
-	Expect(graduatorv1alpha1.AddToScheme(scheme)).To(Succeed())
-	Expect(pizzaenv.AddToScheme(scheme)).To(Succeed())
-
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	var err error
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	dyn, err = dynamic.NewForConfig(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	etcd, err = envtestutil.NewEtcdStore(testEnv.ControlPlane.Etcd.URL.String())
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	if etcd != nil {
-		Expect(etcd.Close()).To(Succeed())
-	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
-	}
+	env := envsuite.Start(envtestutil.Options{
+		OperatorCRDs: true,
+		AddToScheme:  []func(*runtime.Scheme) error{graduatorv1alpha1.AddToScheme, pizzaenv.AddToScheme},
+	})
+	testEnv, cfg, scheme, k8sClient, dyn, etcd = env.Environment, env.Config, env.Scheme, env.Client, env.Dynamic, env.Etcd
 })
 
 // operator is a running manager with Graduator's controllers.
@@ -103,7 +71,8 @@ type operator struct {
 // startOperator runs the manager as the binary would, as the suite's admin.
 func startOperator() *operator { return startOperatorWith(operatorOptions{}) }
 
-// stop stops the manager the way SIGTERM does and waits until it returned.
+// stop stops the manager the way SIGTERM does and waits until it returned;
+// it may be called again.
 func (o *operator) stop() {
 	o.cancel()
 	Eventually(o.done).WithTimeout(time.Minute).Should(BeClosed())

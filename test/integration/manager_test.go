@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
@@ -39,12 +38,8 @@ var _ = Describe("The manager binary", func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(gexec.CleanupBuildArtifacts)
 
-		user, err := testEnv.AddUser(envtest.User{Name: "manager-smoke", Groups: []string{"system:masters"}}, nil)
-		Expect(err).NotTo(HaveOccurred())
-		kubeconfig, err := user.KubeConfig()
-		Expect(err).NotTo(HaveOccurred())
 		kubeconfigPath := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-		Expect(os.WriteFile(kubeconfigPath, kubeconfig, 0o600)).To(Succeed())
+		Expect(env.WriteKubeconfig(envtest.User{Name: "manager-smoke", Groups: []string{"system:masters"}}, kubeconfigPath)).To(Succeed())
 
 		probeAddr := freeLocalAddr()
 		cmd := exec.Command(binary,

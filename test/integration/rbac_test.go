@@ -71,12 +71,7 @@ var _ = Describe("The Helm chart's RBAC, with the manager running as its Service
 		build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(build.Run()).To(Succeed())
 
-		var err error
-		etcd, err = envtestutil.NewEtcdStore(testEnv.ControlPlane.Etcd.URL.String())
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(etcd.Close)
-		dyn, err = dynamic.NewForConfig(cfg)
-		Expect(err).NotTo(HaveOccurred())
+		etcd, dyn = env.Etcd, env.Dynamic
 		user, err := testEnv.AddUser(envtest.User{Name: "chart-installer", Groups: []string{"system:masters"}}, nil)
 		Expect(err).NotTo(HaveOccurred())
 		admin, err = user.KubeConfig()

@@ -24,7 +24,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/snapshot"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 var _ = Describe("migration.Run", func() {
@@ -300,35 +300,9 @@ func splitKey(k string) (string, string) {
 // update of a widget labelled frozen=true, even one that changes nothing, and
 // waits until it rejects object number frozen.
 func denyUpdatesOfFrozen(ctx context.Context, f *fixture, frozen int) {
-	fail := admissionregistrationv1.Fail
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "freeze-" + f.group},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &fail,
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-						Rule: admissionregistrationv1.Rule{
-							APIGroups: []string{f.group}, APIVersions: []string{"*"}, Resources: []string{"widgets"},
-						},
-					},
-				}},
-			},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: "!has(object.metadata.labels) || !('frozen' in object.metadata.labels)",
-				Message:    "frozen widgets cannot be updated",
-			}},
-		},
-	}
+	policy, binding := envtestutil.DenyUpdates("freeze-"+f.group, f.group, "widgets",
+		"!has(object.metadata.labels) || !('frozen' in object.metadata.labels)", "frozen widgets cannot be updated")
 	Expect(k8sClient.Create(ctx, policy)).To(Succeed())
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "freeze-" + f.group},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        policy.Name,
-			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
 	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
 	// The policy takes effect once the API server loaded it.
 	ns, name := key(frozen)

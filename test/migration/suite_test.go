@@ -30,19 +30,17 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/onsi/gomega/gexec"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/envtestutil/envsuite"
 )
 
 var (
@@ -55,41 +53,22 @@ var (
 )
 
 func TestMigration(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "Migration engine suite (envtest, etcd)")
+	envsuite.RunSpecs(t, "Migration engine suite (envtest, etcd)")
 }
 
 var _ = BeforeSuite(func() {
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
-		"KUBEBUILDER_ASSETS must point at kube-apiserver and etcd; run the suite with `make test`")
-	testEnv = &envtest.Environment{}
-	// Without the watch cache every LIST reads etcd, so compacting etcd
-	// really expires a continue token (the cache can serve old snapshots).
-	testEnv.ControlPlane.GetAPIServer().Configure().Set("watch-cache", "false")
-	var err error
-	cfg, err = testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	dyn, err = dynamic.NewForConfig(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	etcd, err = envtestutil.NewEtcdStore(testEnv.ControlPlane.Etcd.URL.String())
-	Expect(err).NotTo(HaveOccurred())
+	env := envsuite.Start(envtestutil.Options{Configure: func(env *envtest.Environment) error {
+		// Without the watch cache every LIST reads etcd, so compacting etcd
+		// really expires a continue token (the cache can serve old snapshots).
+		env.ControlPlane.GetAPIServer().Configure().Set("watch-cache", "false")
+		return nil
+	}})
+	testEnv, cfg, k8sClient, dyn, etcd = env.Environment, env.Config, env.Client, env.Dynamic, env.Etcd
 })
 
 var _ = AfterSuite(func() {
-	if cli.binary != "" {
-		gexec.CleanupBuildArtifacts()
+	if cli.kubeconfig != "" {
 		_ = os.RemoveAll(filepath.Dir(cli.kubeconfig))
-	}
-	if etcd != nil {
-		Expect(etcd.Close()).To(Succeed())
-	}
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
 	}
 })
 

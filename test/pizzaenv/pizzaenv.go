@@ -45,6 +45,7 @@ import (
 	v1 "github.com/graduator/graduator/conversion/v1"
 	"github.com/graduator/graduator/conversion/v1alpha1"
 	"github.com/graduator/graduator/conversion/v1beta1"
+	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/webhooks"
 )
 
@@ -165,33 +166,9 @@ func (w *Webhook) PointConversionAt(crd *apiextensionsv1.CustomResourceDefinitio
 }
 
 // WaitServed waits until the CRD is established and every served version
-// answers a LIST.
+// answers a LIST: envtestutil.WaitServed.
 func WaitServed(ctx context.Context, c client.Client, dyn dynamic.Interface, name string) error {
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-			return false, client.IgnoreNotFound(err)
-		}
-		established := false
-		for _, cond := range crd.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				established = true
-			}
-		}
-		if !established {
-			return false, nil
-		}
-		for _, v := range crd.Spec.Versions {
-			if !v.Served {
-				continue
-			}
-			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
-			if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	return envtestutil.WaitServed(ctx, c, dyn, name)
 }
 
 var (
