@@ -175,7 +175,7 @@ var _ = Describe("API Priority and Fairness: the chart's FlowSchema classifies t
 		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, policy))).To(Succeed()) })
 
 		By("running the built manager binary through the proxy, with the Deployment's arguments")
-		stop := startManagerAs(managerBinary, proxy.kubeconfig(), containerArgs(deployment))
+		stop, _ := startManagerAs(managerBinary, proxy.kubeconfig(), containerArgs(deployment))
 		DeferCleanup(stop)
 		Eventually(func() *metav1.Condition {
 			var p graduatorv1alpha1.CRDVersionPolicy

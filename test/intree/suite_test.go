@@ -21,56 +21,35 @@ package intree_test
 
 import (
 	"errors"
-	"os"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/envtestutil/envsuite"
 )
 
 var (
-	testEnv   *envtest.Environment
 	k8sClient client.Client
 	dyn       dynamic.Interface
 	etcd      *envtestutil.EtcdStore
 )
 
 func TestInTree(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "In-tree StorageVersionMigration suite (envtest 1.37, kube-controller-manager)")
+	envsuite.RunSpecs(t, "In-tree StorageVersionMigration suite (envtest 1.37, kube-controller-manager)")
 }
 
 var _ = BeforeSuite(func() {
-	Expect(os.Getenv("KUBEBUILDER_ASSETS")).NotTo(BeEmpty(),
-		"KUBEBUILDER_ASSETS must point at the envtest binaries; run the suite with `make test`")
-	testEnv = &envtest.Environment{}
-	DeferCleanup(func() { Expect(testEnv.Stop()).To(Succeed()) })
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred())
+	env := envsuite.Start(envtestutil.Options{})
+	k8sClient, dyn, etcd = env.Client, env.Dynamic, env.Etcd
 
-	kcm, err := envtestutil.StartControllerManager(testEnv, GinkgoWriter, envtestutil.InTreeMigratorControllers...)
+	kcm, err := envtestutil.StartControllerManager(env.Environment, GinkgoWriter, envtestutil.InTreeMigratorControllers...)
 	if errors.Is(err, envtestutil.ErrNoControllerManager) {
 		Skip(err.Error()) // KUBEBUILDER_ASSETS of the user's without it; `make test` builds it
 	}
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(kcm.Stop)
-
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
-	dyn, err = dynamic.NewForConfig(cfg)
-	Expect(err).NotTo(HaveOccurred())
-	etcd, err = envtestutil.NewEtcdStore(testEnv.ControlPlane.Etcd.URL.String())
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(etcd.Close)
 })
