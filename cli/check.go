@@ -170,7 +170,9 @@ func (o *CheckOptions) Validate() error {
 		name, arg string
 		crds      map[string]*apiextensionsv1.CustomResourceDefinition
 	}{{"OLD", o.oldArg, o.oldCRDs}, {"NEW", o.newArg, o.newCRDs}} {
-		if len(side.crds) == 0 && !(side.name == "OLD" && o.oldArg == check.Cluster && len(o.newCRDs) > 0) {
+		// A cluster that holds none of NEW's CRDs yet is a first install, not a wrong file.
+		firstInstall := side.name == "OLD" && o.oldArg == check.Cluster && len(o.newCRDs) > 0
+		if len(side.crds) == 0 && !firstInstall {
 			return fmt.Errorf("%s %s holds no CustomResourceDefinition (documents of other kinds are ignored): "+
 				"give the file or directory of the release's CRDs, or --allow-empty if one side is empty on purpose", side.name, side.arg)
 		}

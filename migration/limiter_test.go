@@ -56,12 +56,6 @@ func (s simServer) latency(n int, jitter float64) time.Duration {
 	return time.Duration(float64(n) / s.throughput(n) * (0.8 + 0.4*jitter) * float64(time.Second))
 }
 
-// engineRate is the engine's share with l writers: l of every l+F writes.
-func (s simServer) engineRate(l int) float64 {
-	n := l + s.foreground
-	return s.throughput(n) * float64(l) / float64(n)
-}
-
 type completion struct {
 	at, started time.Time
 	throttled   bool
