@@ -10,7 +10,7 @@
 # does not call this script then.
 #
 # No pipe here ends early: under pipefail a reader that stops after one line
-# (`| head`, `| grep -q`) kills its writer with SIGPIPE and fails the script on
+# (head, grep -q) kills its writer with SIGPIPE and fails the script on
 # some runs only (test/scripts checks the cold path with stub binaries).
 set -euo pipefail
 

@@ -18,7 +18,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -36,7 +35,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -45,7 +43,6 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/test/chart"
-	"github.com/graduator/graduator/test/envtestutil"
 )
 
 // The chart's FlowSchema and PriorityLevelConfiguration, installed as `helm
@@ -154,25 +151,8 @@ var _ = Describe("API Priority and Fairness: the chart's FlowSchema classifies t
 		proxy.reset()
 
 		By("a widget CRD of the granted group with objects at v1, and a policy asking for v2")
-		crd := envtestutil.WidgetCRD(group, "v1", "v2")
-		Expect(k8sClient.Create(ctx, crd)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed()) })
-		dyn, err := dynamic.NewForConfig(cfg)
-		Expect(err).NotTo(HaveOccurred())
-		Eventually(func(ctx context.Context) error { return envtestutil.Served(ctx, dyn, crd) }).WithContext(ctx).Should(Succeed())
-		v1 := envtestutil.WidgetResource(group, "v1")
-		Expect(envtestutil.CreateObjects(ctx, dyn, v1, widgets, 4, func(i int) *unstructured.Unstructured {
-			return envtestutil.Widget(v1, "default", fmt.Sprintf("w%02d", i), map[string]any{"color": "blue", "size": int64(i)})
-		})).To(Succeed())
-		policy := &graduatorv1alpha1.CRDVersionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: crd.Name},
-			Spec: graduatorv1alpha1.CRDVersionPolicySpec{
-				StorageVersion: "v2",
-				Migration:      graduatorv1alpha1.MigrationSettings{SettleDelay: &metav1.Duration{Duration: time.Second}},
-			},
-		}
-		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, policy))).To(Succeed()) })
+		crd := widgetsToGraduate(ctx, group, widgets)
+		policy := &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}
 
 		By("running the built manager binary through the proxy, with the Deployment's arguments")
 		stop, _ := startManagerAs(managerBinary, proxy.kubeconfig(), containerArgs(deployment))

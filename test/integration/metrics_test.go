@@ -39,7 +39,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,7 +47,6 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/test/chart"
-	"github.com/graduator/graduator/test/envtestutil"
 )
 
 // The manager as the chart installs it (its arguments, its ServiceAccount and
@@ -111,26 +109,8 @@ var _ = Describe("The manager's metrics endpoint, installed by the chart", Order
 		}
 
 		By("two widget CRDs at v1 with policies asking for v2: one group granted, one not")
-		dyn, err := dynamic.NewForConfig(cfg)
-		Expect(err).NotTo(HaveOccurred())
 		for _, group := range []string{granted, denied} {
-			crd := envtestutil.WidgetCRD(group, "v1", "v2")
-			Expect(k8sClient.Create(ctx, crd)).To(Succeed())
-			DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed()) })
-			Eventually(func(ctx context.Context) error { return envtestutil.Served(ctx, dyn, crd) }).WithContext(ctx).Should(Succeed())
-			v1 := envtestutil.WidgetResource(group, "v1")
-			Expect(envtestutil.CreateObjects(ctx, dyn, v1, widgets, 4, func(i int) *unstructured.Unstructured {
-				return envtestutil.Widget(v1, "default", fmt.Sprintf("w%02d", i), map[string]any{"color": "blue", "size": int64(i)})
-			})).To(Succeed())
-			policy := &graduatorv1alpha1.CRDVersionPolicy{
-				ObjectMeta: metav1.ObjectMeta{Name: crd.Name},
-				Spec: graduatorv1alpha1.CRDVersionPolicySpec{
-					StorageVersion: "v2",
-					Migration:      graduatorv1alpha1.MigrationSettings{SettleDelay: &metav1.Duration{Duration: time.Second}},
-				},
-			}
-			Expect(k8sClient.Create(ctx, policy)).To(Succeed())
-			DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, policy))).To(Succeed()) })
+			widgetsToGraduate(ctx, group, widgets)
 		}
 
 		By("running the built manager as the chart's ServiceAccount, with the Deployment's arguments")

@@ -38,7 +38,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -58,7 +57,6 @@ var _ = Describe("The Helm chart's RBAC, with the manager running as its Service
 	var (
 		managerBinary string
 		etcd          *envtestutil.EtcdStore
-		dyn           dynamic.Interface
 		admin         []byte // a kubeconfig of a system:masters user
 	)
 
@@ -71,35 +69,12 @@ var _ = Describe("The Helm chart's RBAC, with the manager running as its Service
 		build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(build.Run()).To(Succeed())
 
-		etcd, dyn = env.Etcd, env.Dynamic
+		etcd = env.Etcd
 		user, err := testEnv.AddUser(envtest.User{Name: "chart-installer", Groups: []string{"system:masters"}}, nil)
 		Expect(err).NotTo(HaveOccurred())
 		admin, err = user.KubeConfig()
 		Expect(err).NotTo(HaveOccurred())
 	})
-
-	// widgetCRD installs widgets.<group> (v1 stores, v2 served) with n
-	// objects at v1 and a managed-mode policy asking for v2.
-	widgetCRD := func(ctx context.Context, group string) *apiextensionsv1.CustomResourceDefinition {
-		crd := envtestutil.WidgetCRD(group, "v1", "v2")
-		Expect(k8sClient.Create(ctx, crd)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed()) })
-		Eventually(func(ctx context.Context) error { return envtestutil.Served(ctx, dyn, crd) }).WithContext(ctx).Should(Succeed())
-		v1 := envtestutil.WidgetResource(group, "v1")
-		Expect(envtestutil.CreateObjects(ctx, dyn, v1, widgets, 4, func(i int) *unstructured.Unstructured {
-			return envtestutil.Widget(v1, "default", fmt.Sprintf("w%02d", i), map[string]any{"color": "blue", "size": int64(i)})
-		})).To(Succeed())
-		policy := &graduatorv1alpha1.CRDVersionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: crd.Name},
-			Spec: graduatorv1alpha1.CRDVersionPolicySpec{
-				StorageVersion: "v2",
-				Migration:      graduatorv1alpha1.MigrationSettings{SettleDelay: &metav1.Duration{Duration: time.Second}},
-			},
-		}
-		Expect(k8sClient.Create(ctx, policy)).To(Succeed())
-		DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, policy))).To(Succeed()) })
-		return crd
-	}
 
 	ready := func(ctx context.Context, name string) func() *metav1.Condition {
 		return func() *metav1.Condition {
@@ -181,8 +156,8 @@ var _ = Describe("The Helm chart's RBAC, with the manager running as its Service
 				Expect(may(ctx, user, namespace, authorizationv1.ResourceAttributes{Verb: "list", Resource: "secrets"})).To(BeFalse())
 			}
 
-			grantedCRD := widgetCRD(ctx, granted)
-			otherCRD := widgetCRD(ctx, other)
+			grantedCRD := widgetsToGraduate(ctx, granted, widgets)
+			otherCRD := widgetsToGraduate(ctx, other, widgets)
 			before := crdNow(ctx, otherCRD.Name)
 
 			By("running the built manager binary as the ServiceAccount, with the Deployment's arguments")
