@@ -26,40 +26,63 @@ import (
 // the limit grows only while a step up buys the engine proportionally more
 // of its own rate: the throughput elasticity, (relative gain in the engine's
 // rate) / (relative gain in its writers in flight), must stay at or above
-// one half. On an idle API server that holds below the knee of the
-// rate/writers curve (elasticity about 1) and stops past it (about 0): more
-// writers would only queue. Next to another client with F writers in flight
-// on a server that shares itself by requests in flight, the engine's rate is
-// L*C/(F+L) and its elasticity F/(F+L): it stops near L = F, a fair share.
+// a little more than one half. On an idle API server that holds below the
+// knee of the rate/writers curve (elasticity about 1) and stops past it
+// (about 0): more writers would only queue. Next to another client with F
+// writers in flight on a server that shares itself by requests in flight,
+// the engine's rate is L*C/(F+L) and its elasticity F/(F+L): it stops a
+// little short of L = F, a fair share.
 // Latency cannot make that distinction (another client's share and the
 // engine's own queue inflate it alike); the engine's own rate can.
 //
 // Each window of writes (enough of them, and long enough, to measure a rate)
 // the rule either holds or probes: it tries a step up (a quarter more
 // writers), keeps it when the elasticity measured against the window just
-// before is at least one half, else goes back and holds a few windows. After
+// before is at least 0.55, else goes back and holds a few windows. After
 // a refused step up it tries a step down (a fifth fewer) and keeps it when
-// the engine loses less than 0.6 of the step, so that a limit reached when
+// the engine loses less than 0.65 of the step, so that a limit reached when
 // the server was idle comes down once another client needs it. A throttled or
 // failed request (429, 5xx, a timeout) halves the limit at once, and a
 // Retry-After holds every writer back for that long: API Priority and
 // Fairness says so when the server is busy with more important work.
 // PriorityFull keeps a step up while the rate rises at all and never steps
 // down: it takes what the server gives.
+//
+// Background never probes below floorLimit writers: only a throttle takes
+// it lower, and below it a step up is kept without asking for a gain. The
+// engine's rate cannot tell another client's writes from the server's own
+// work on the cores it shares with them (encoding, etcd, admission, the
+// client itself on a small control plane): on an idle 2-core API server the
+// curve of rate against writers bends from the first writer, as if about two
+// writers of someone else's were always in flight, and the elasticity rule
+// alone settles at a fair share against those, 3 to 6 writers and two
+// thirds of the server (docs/benchmarks.md). Eight writers reach the knee of
+// such a server, and beside a client of eight writers or more they are at
+// most the fair share the rule would settle at anyway; the chart's API
+// Priority and Fairness level bounds what they can take from anyone else.
 const (
-	initialLimit = 4
+	// floorLimit is the fewest writers Background probes down to, and the
+	// first limit.
+	floorLimit   = InitialLimit
+	initialLimit = InitialLimit
 	// upStep and downStep are the probes' sizes, in quarters and fifths
 	// (at least one writer).
 	upStep, downStep = 1.25, 0.8
 	// minElasticity is the share of a step's relative size the engine's rate
-	// must follow for a Background probe to be kept.
-	minElasticity = 0.5
+	// must follow for a Background probe to be kept. At 1/2 the limit
+	// settles at a fair share, L = F beside F writers, where the foreground
+	// keeps half of its rate: the edge of what a background client may
+	// take, crossed by every noisy window. At 0.55 it settles near 0.8F and
+	// the foreground keeps about 55%; at 0.6 the limit beside 32 or 64
+	// writers sat at the simulator's 0.6F bound half of the time.
+	minElasticity = 0.55
 	// downElasticity: a step down is kept when the engine's rate falls by
-	// less than this share of it. Above minElasticity on purpose: near a
-	// fair share both probes measure an elasticity close to 1/2, a limit
-	// one step past F is kept by noise as often as one step below it, and
-	// only a step down at 0.5 would hold there; at 0.6 it comes back.
-	downElasticity = 0.6
+	// less than this share of it. Above minElasticity on purpose: near the
+	// settling point both probes measure about minElasticity, a limit one
+	// step past it is kept by noise as often as one step below it, and only
+	// a step down at the same threshold would hold there; a higher one
+	// brings it back.
+	downElasticity = 0.65
 	// holdWindows is how many windows the limit holds after a refused probe
 	// or a throttle before it probes again.
 	holdWindows = 3
@@ -82,12 +105,16 @@ const (
 	maxWindowGap = 2 * time.Second
 )
 
+// InitialLimit is the adaptive limit's first value, and the fewest writers
+// a Background run probes down to (a throttle takes it lower).
+const InitialLimit = 8
+
 // Priority says how much of the API server a migration takes.
 type Priority string
 
 const (
 	// PriorityBackground yields to other clients: the limit grows only while
-	// a step up buys at least half its size in the engine's own rate. The
+	// a step up buys at least 0.55 of its size in the engine's own rate. The
 	// default.
 	PriorityBackground Priority = "Background"
 	// PriorityFull takes the server's full speed, for maintenance windows: the
@@ -173,6 +200,7 @@ type LimitState struct {
 // of writes measured at s.Limit, bounded by [1, maxLimit].
 func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitState {
 	clamp := func(n int) int { return min(max(n, 1), maxLimit) }
+	floor := min(floorLimit, maxLimit)
 	if w.Throttled {
 		return LimitState{Limit: clamp(s.Limit / 2), Reason: LimitBackingOff, Hold: holdWindows}
 	}
@@ -192,8 +220,11 @@ func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 	}
 	down := s.Down && priority != PriorityFull
 	next := probe(s.Limit, down, maxLimit)
+	if down {
+		next = max(next, min(floor, s.Limit))
+	}
 	if next == s.Limit {
-		// At a bound (one writer going down, maxLimit going up): hold, then
+		// At a bound (the floor going down, maxLimit going up): hold, then
 		// look the other way (Full never looks down).
 		return LimitState{Limit: s.Limit, Reason: LimitHolding, Hold: holdWindows, Down: !down && priority != PriorityFull}
 	}
@@ -225,6 +256,9 @@ func kept(s LimitState, w Window, priority Priority) bool {
 		}
 		if priority == PriorityFull {
 			return gain > 0
+		}
+		if s.Limit <= floorLimit {
+			return true // back up to the floor after a throttle
 		}
 		return gain >= minElasticity*writers
 	}
@@ -262,6 +296,8 @@ type limiter struct {
 	last       time.Time
 	// rate is the last closed window's.
 	rate float64
+	// onChange is Options.OnLimit.
+	onChange func(int, LimitReason, float64)
 }
 
 func newLimiter(maxLimit int, fixed bool, priority Priority) *limiter {
@@ -391,6 +427,9 @@ func (l *limiter) Release(s Signal) {
 // changed.
 func (l *limiter) decide(now time.Time, w Window) {
 	next := NextLimit(l.state, w, l.priority, l.maxLimit)
+	if l.onChange != nil && (next.Limit != l.state.Limit || next.Reason != l.state.Reason) {
+		l.onChange(next.Limit, next.Reason, l.rate)
+	}
 	l.win = Window{}
 	if next.Limit != l.state.Limit {
 		l.changed = now

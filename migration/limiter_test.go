@@ -40,9 +40,17 @@ type simServer struct {
 	beyond     float64
 	foreground int
 	seats      int
+	// overhead, when set, replaces the knee: the server shares its capacity
+	// among the writes in flight and overhead writers' worth of its own work
+	// (and its clients', on the same cores), so that the rate bends from
+	// the first writer, as a 2-core envtest control plane's does.
+	overhead float64
 }
 
 func (s simServer) throughput(n int) float64 {
+	if s.overhead > 0 {
+		return s.capacity * float64(n) / (float64(n) + s.overhead)
+	}
 	x := s.capacity * float64(min(n, s.knee)) / float64(s.knee)
 	for k := 2 * s.knee; k <= n; k *= 2 {
 		x *= 1 + s.beyond
@@ -169,6 +177,26 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		Entry("64 foreground writers", 64),
 	)
 
+	It("on a server whose own work shares its cores (a 2-core control plane), reaches 80% of its rate at 64 writers idle and leaves an 8-writer foreground half of its own",
+		func(ctx SpecContext) {
+			// The curve measured on this project's 2-core envtest control
+			// plane bends as if about two writers of the server's own were
+			// always in flight: rate = C * n / (n + 2). The benchmark's
+			// ceiling is a plain 64-writer client, about a tenth slower than
+			// the engine at 64, so 80% here is about 88% of that ceiling.
+			shared := simServer{capacity: capacity, overhead: 2}
+			held, least, most, _ := settled(simulate(ctx, shared, PriorityBackground, 60*time.Second), 0, 0)
+			share := shared.throughput(held) / shared.throughput(64)
+			GinkgoWriter.Printf("idle, overhead 2: settled at %d (median), range [%d, %d], %.0f%% of the rate at 64 writers\n", held, least, most, 100*share)
+			Expect(share).To(BeNumerically(">=", 0.8))
+
+			shared.foreground = 8
+			held, least, most, _ = settled(simulate(ctx, shared, PriorityBackground, 60*time.Second), 0, 0)
+			kept := shared.throughput(8+held) / shared.throughput(8) * 8 / float64(8+held)
+			GinkgoWriter.Printf("beside 8 foreground writers, overhead 2: settled at %d (median), range [%d, %d]; the foreground keeps %.0f%%\n", held, least, most, 100*kept)
+			Expect(kept).To(BeNumerically(">=", 0.5))
+		})
+
 	It("comes down to a fair share when a foreground client arrives after it settled", func(ctx SpecContext) {
 		// A limit of 64 (taken with Full, or when the server was idle), and
 		// now 16 foreground writers beside it.
@@ -242,7 +270,7 @@ var _ = Describe("NextLimit: the rule", func() {
 		return LimitState{Limit: to, From: from, Reason: LimitProbing, Base: window(0, float64(from), 400)}
 	}
 
-	DescribeTable("keeps a step while the engine's rate follows it at least half way",
+	DescribeTable("keeps a step while the engine's rate follows at least 0.55 of it",
 		func(s LimitState, w Window, priority Priority, want LimitState) {
 			got := NextLimit(s, w, priority, 64)
 			Expect(got.Limit).To(Equal(want.Limit))
@@ -253,9 +281,9 @@ var _ = Describe("NextLimit: the rule", func() {
 			LimitState{Limit: 5, Reason: LimitProbing}),
 		Entry("one writer: a step is at least one writer", LimitState{Limit: 1, Reason: LimitHolding}, window(0, 1, 50), PriorityBackground,
 			LimitState{Limit: 2, Reason: LimitProbing}),
-		Entry("25% more writers, 15% more rate (elasticity 0.6): kept, probe on", probing(8, 10), window(time.Second, 10, 460), PriorityBackground,
+		Entry("25% more writers, 17% more rate (elasticity 0.68): kept, probe on", probing(8, 10), window(time.Second, 10, 468), PriorityBackground,
 			LimitState{Limit: 13, Reason: LimitProbing}),
-		Entry("25% more writers, 10% more rate (elasticity 0.4): back, hold", probing(8, 10), window(time.Second, 10, 440), PriorityBackground,
+		Entry("25% more writers, 12% more rate (elasticity 0.48): back, hold", probing(8, 10), window(time.Second, 10, 448), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
 		Entry("the same with priority Full: any gain is kept", probing(8, 10), window(time.Second, 10, 404), PriorityFull,
 			LimitState{Limit: 13, Reason: LimitProbing}),
@@ -265,12 +293,16 @@ var _ = Describe("NextLimit: the rule", func() {
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
 		Entry("windows far apart in time: no comparison, back", probing(8, 10), window(time.Minute, 10, 500), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
-		Entry("a fifth fewer writers, 5% less rate: kept lower, probe on down", probing(10, 8), window(time.Second, 8, 380), PriorityBackground,
+		Entry("a fifth fewer writers, 5% less rate: kept lower, probe on down", probing(20, 16), window(time.Second, 16, 380), PriorityBackground,
+			LimitState{Limit: 13, Reason: LimitProbing}),
+		Entry("a fifth fewer writers, 11% less rate (elasticity 0.55, below 0.65): kept lower", probing(20, 16), window(time.Second, 16, 356), PriorityBackground,
+			LimitState{Limit: 13, Reason: LimitProbing}),
+		Entry("a fifth fewer writers, 15% less rate (elasticity 0.75): back up, hold", probing(20, 16), window(time.Second, 16, 340), PriorityBackground,
+			LimitState{Limit: 20, Reason: LimitHolding, Hold: holdWindows}),
+		Entry("a step down stops at the floor: hold there, then look up", probing(10, 8), window(time.Second, 8, 380), PriorityBackground,
+			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
+		Entry("below the floor (after a throttle), a step up is kept without a gain", probing(4, 5), window(time.Second, 5, 400), PriorityBackground,
 			LimitState{Limit: 6, Reason: LimitProbing}),
-		Entry("a fifth fewer writers, 11% less rate (elasticity 0.55, below 0.6): kept lower", probing(10, 8), window(time.Second, 8, 356), PriorityBackground,
-			LimitState{Limit: 6, Reason: LimitProbing}),
-		Entry("a fifth fewer writers, 15% less rate: back up, hold", probing(10, 8), window(time.Second, 8, 340), PriorityBackground,
-			LimitState{Limit: 10, Reason: LimitHolding, Hold: holdWindows}),
 		Entry("holding: one window fewer to wait", LimitState{Limit: 8, Reason: LimitHolding, Hold: 2}, window(0, 8, 400), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: 1}),
 		Entry("a 429, 5xx or timeout: halve, hold", LimitState{Limit: 10, Reason: LimitHolding}, Window{Throttled: true}, PriorityBackground,
@@ -284,49 +316,51 @@ var _ = Describe("NextLimit: the rule", func() {
 	)
 
 	It("after a refused step up, tries a step down (Background only)", func() {
-		back := NextLimit(probing(8, 10), window(time.Second, 10, 400), PriorityBackground, 64)
+		back := NextLimit(probing(16, 20), window(time.Second, 20, 400), PriorityBackground, 64)
 		for range holdWindows {
-			back = NextLimit(back, window(2*time.Second, 8, 400), PriorityBackground, 64)
+			back = NextLimit(back, window(2*time.Second, 16, 400), PriorityBackground, 64)
 		}
-		Expect(NextLimit(back, window(3*time.Second, 8, 400), PriorityBackground, 64)).To(And(
-			HaveField("Limit", 6), HaveField("Reason", LimitProbing)))
-		full := NextLimit(probing(8, 10), window(time.Second, 10, 400), PriorityFull, 64)
+		Expect(NextLimit(back, window(3*time.Second, 16, 400), PriorityBackground, 64)).To(And(
+			HaveField("Limit", 13), HaveField("Reason", LimitProbing)))
+		full := NextLimit(probing(16, 20), window(time.Second, 20, 400), PriorityFull, 64)
 		for range holdWindows {
-			full = NextLimit(full, window(2*time.Second, 8, 400), PriorityFull, 64)
+			full = NextLimit(full, window(2*time.Second, 16, 400), PriorityFull, 64)
 		}
-		Expect(NextLimit(full, window(3*time.Second, 8, 400), PriorityFull, 64)).To(HaveField("Limit", 10))
+		Expect(NextLimit(full, window(3*time.Second, 16, 400), PriorityFull, 64)).To(HaveField("Limit", 20))
 	})
 
 	It("measures windows of the writes made under the current limit only", func(ctx SpecContext) {
 		now := t0
 		l := newLimiter(64, false, PriorityBackground)
 		l.now = func() time.Time { return now }
-		// 4 writers, 10 ms each, for a second: 400 writes/s.
+		// 8 writers (the first limit), 10 ms each, for a second: 800
+		// writes/s.
 		for range 100 {
 			for l.inFlight < l.Limit() {
 				Expect(l.Acquire(ctx)).To(Succeed())
 			}
 			now = now.Add(10 * time.Millisecond)
-			for range 4 {
+			for range 8 {
 				l.Release(Signal{Latency: 10 * time.Millisecond})
 			}
-			if l.Limit() != 4 {
+			if l.Limit() != 8 {
 				break
 			}
 		}
 		limit, reason, rate := l.Status()
-		Expect(limit).To(Equal(5), "probing a quarter up")
+		Expect(limit).To(Equal(10), "probing a quarter up")
 		Expect(reason).To(Equal(LimitProbing))
-		Expect(rate).To(BeNumerically("~", 400, 20))
-		Expect(l.state.Base.Writers).To(BeNumerically("~", 4, 0.1))
+		Expect(rate).To(BeNumerically("~", 800, 40))
+		Expect(l.state.Base.Writers).To(BeNumerically("~", 8, 0.1))
 		// The writes in flight from before the change do not open the new
-		// window: only writes sent under 5 do.
+		// window: only writes sent under 10 do.
 		Expect(l.inFlight).To(Equal(0))
 		Expect(l.win.Start.IsZero()).To(BeTrue())
 	})
 
 	It("holds every writer back for a Retry-After, and frees a slot on release", func(ctx SpecContext) {
 		l := newLimiter(64, false, "")
+		l.state = LimitState{Limit: 4, Reason: LimitHolding}
 		now := time.Now()
 		l.now = func() time.Time { return now }
 		Expect(l.Acquire(ctx)).To(Succeed())

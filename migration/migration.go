@@ -73,6 +73,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		writers:  newLimiter(opts.Concurrency, opts.FixedConcurrency, opts.Priority),
 		progress: opts.Resume,
 	}
+	r.writers.onChange = opts.OnLimit
 	var err error
 	if r.objects, err = newObjectClient(client, opts, r.writers); err != nil {
 		return Result{Progress: opts.Resume}, err

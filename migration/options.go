@@ -98,6 +98,12 @@ type Options struct {
 	// concurrently: a live count for a progress bar. Progress is the count
 	// to persist.
 	OnObject func()
+	// OnLimit, when set, is called each time the adaptive writer limit or
+	// its reason changes, with the engine's write rate over the window
+	// that decided it: a trace of the limit finer than the pages'. It is
+	// called from the writer that closed the window, under the limiter's
+	// lock, so it must return at once.
+	OnLimit func(limit int, reason LimitReason, rate float64)
 }
 
 // Progress counts what a run did. Counts are cumulative, including those of

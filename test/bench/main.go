@@ -19,17 +19,21 @@ limitations under the License.
 // them with -sections):
 //
 //   - small, big: the storage migration engine (migration.Run, what
-//     `graduator migrate` and the operator run) at its defaults and with 64
-//     fixed writers, against a 1-writer GET + PUT baseline (`kubectl get |
-//     kubectl replace`, the single-writer migrators) and a 64-writer
-//     merge-patch ceiling with no rate limit, on N objects of ~300 B (small)
-//     and of ~16 KB (big). Each contender gets its own CRD with an identical
-//     population whose storage version was just switched.
-//   - curve (not in make bench's default): the engine at 4, 8, 16, 32 and 64
-//     fixed writers on 16 KB objects, the throughput the adaptive limit
-//     chooses among.
-//   - polite: a foreground client's write throughput alone and while the
-//     engine migrates at its defaults.
+//     `graduator migrate` and the operator run) at its defaults (priority
+//     Background), with priority Full and with 64 fixed writers, against a
+//     1-writer GET + PUT baseline (`kubectl get | kubectl replace`, the
+//     single-writer migrators) and a 64-writer merge-patch ceiling with no
+//     rate limit, on N objects of ~300 B (small) and of ~16 KB (big). Each
+//     contender gets its own CRD with an identical population whose storage
+//     version was just switched. Where the adaptive limit settled in each
+//     round says how repeatable it is.
+//   - curve: the engine at 1 to 64 fixed writers on small and 16 KB
+//     objects (-curve-n each), the throughput the adaptive limit chooses
+//     among and the knee.
+//   - polite: each round, a closed-loop foreground client's write
+//     throughput and latency alone and while the engine migrates at its
+//     defaults; then an open-loop foreground (100 writes/s) alone and
+//     during a migration, and its latency.
 //   - operator: a whole graduation in the operator at its defaults, from the
 //     storage flip to storedVersions pruned, against N/ceiling + 15 s.
 //   - rss: the engine's peak RSS in a child process on N and 10xN small
@@ -39,7 +43,11 @@ limitations under the License.
 //   - snapshot: the CLI's (cmd/graduator) peak RSS while `graduator verify`
 //     writes a snapshot of 20,000 small objects and compares with it.
 //
-// `make bench N=5000`; `make bench N=5000 SECTIONS=crds` reruns a part.
+// With -plots DIR it draws (PNG): the knee, and the limit and the rates over
+// time of the engine at its defaults, idle and beside the foreground.
+//
+// `make bench N=5000 ROUNDS=3`; `make bench N=5000 SECTIONS=crds` reruns a
+// part.
 package main
 
 import (
@@ -85,6 +93,8 @@ type options struct {
 	crdPolicyPath string
 	snapshotN     int
 	cliPkg        string
+	plots         string
+	curveN        int
 }
 
 func main() {
@@ -104,6 +114,8 @@ func main() {
 	flag.StringVar(&o.crdPolicyPath, "policy-crd-dir", filepath.Join("config", "crd", "bases"), "crds section: the directory of the CRDVersionPolicy CRD the manager watches.")
 	flag.IntVar(&o.snapshotN, "snapshot-n", 20000, "snapshot section: the objects the CLI snapshots and compares.")
 	flag.StringVar(&o.cliPkg, "cli-pkg", "./cmd/graduator", "snapshot section: the package `go build` builds the CLI from (run from the module root).")
+	flag.IntVar(&o.curveN, "curve-n", 2000, "curve section: objects per population at each writer count.")
+	flag.StringVar(&o.plots, "plots", "", "Write the run's plots (PNG) into this directory; none when empty.")
 	childKubeconfig := flag.String("child-kubeconfig", "", "internal: run the engine on -child-group with this kubeconfig and exit")
 	childGroup := flag.String("child-group", "", "internal: the group whose widgets the child migrates")
 	flag.Parse()
@@ -161,6 +173,14 @@ type bench struct {
 	dyn        dynamic.Interface
 	kubeconfig string
 	groups     int // populations created so far, for unique groups
+	knee       []kneePoint
+}
+
+// kneePoint is one fixed-writer run of the curve section.
+type kneePoint struct {
+	size    string
+	writers int
+	rate    float64
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -224,7 +244,12 @@ func run(ctx context.Context, o options) (err error) {
 	}{
 		{"small", func(ctx context.Context) error { return b.migrations(ctx, "small", smallNotes) }},
 		{"big", func(ctx context.Context) error { return b.migrations(ctx, "big", strings.Repeat("x", o.bigBytes)) }},
-		{"curve", func(ctx context.Context) error { return b.curve(ctx, strings.Repeat("x", o.bigBytes)) }},
+		{"curve", func(ctx context.Context) error {
+			if err := b.curve(ctx, "small", smallNotes); err != nil {
+				return err
+			}
+			return b.curve(ctx, "16 KB", strings.Repeat("x", o.bigBytes))
+		}},
 		{"polite", b.polite},
 		{"operator", b.operator},
 		{"rss", b.rss},

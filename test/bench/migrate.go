@@ -52,11 +52,24 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 		name string
 		run  func(schema.GroupVersionResource) error
 	}
+	var settled []int
 	contenders := []contender{
 		{"engine (defaults: adaptive, no QPS cap)", func(gvr schema.GroupVersionResource) error {
-			var writers writerTrace
-			err := engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg, OnProgress: writers.record})
-			fmt.Printf("  (adaptive writer limit over the run's pages: %s)\n", writers)
+			t := newTrace(migration.InitialLimit)
+			err := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
+			t.done()
+			fmt.Printf("  (adaptive writer limit: %s)\n", t)
+			settled = append(settled, t.settled())
+			if len(settled) == 1 && err == nil {
+				err = b.timelinePlots("idle-"+label, "The engine at its defaults on an idle server, "+label+" objects", t, nil)
+			}
+			return err
+		}},
+		{"engine (priority Full)", func(gvr schema.GroupVersionResource) error {
+			t := newTrace(migration.InitialLimit)
+			err := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg, Priority: migration.PriorityFull}))
+			t.done()
+			fmt.Printf("  (adaptive writer limit: %s)\n", t)
 			return err
 		}},
 		{"engine (fixed 64 writers)", func(gvr schema.GroupVersionResource) error {
@@ -96,39 +109,33 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 			fmt.Printf("%-42s %8.0f objects/s  over %d rounds\n", ct.name, rates[i], b.opts.rounds)
 		}
 	}
-	baseline, ceil := rates[2], rates[3]
+	baseline, ceil := rates[3], rates[4]
 	fmt.Printf("engine (defaults) / baseline: %.2fx    engine (defaults) / ceiling: %.0f%%\n", rates[0]/baseline, 100*rates[0]/ceil)
-	fmt.Printf("engine (fixed 64) / baseline: %.2fx    engine (fixed 64) / ceiling: %.0f%%\n", rates[1]/baseline, 100*rates[1]/ceil)
+	fmt.Printf("engine (priority Full) / baseline: %.2fx    engine (priority Full) / ceiling: %.0f%%\n", rates[1]/baseline, 100*rates[1]/ceil)
+	fmt.Printf("engine (fixed 64) / baseline: %.2fx    engine (fixed 64) / ceiling: %.0f%%\n", rates[2]/baseline, 100*rates[2]/ceil)
+	fmt.Printf("engine (defaults), where the limit settled each round: %v (max/min %.2f)\n", settled, spread(settled))
 	return nil
 }
 
-// writerTrace records the adaptive writer limit the engine reports with each
-// committed page, so that a run says where its limit settled.
-type writerTrace struct {
-	limits []int
-	last   migration.Progress
-}
-
-func (t *writerTrace) record(p migration.Progress) {
-	t.limits = append(t.limits, p.Writers)
-	t.last = p
-}
-
-func (t writerTrace) String() string {
-	if len(t.limits) == 0 {
-		return "none reported"
+// spread is max/min of where limits settled: how repeatable they are.
+func spread(limits []int) float64 {
+	if len(limits) == 0 || slices.Min(limits) == 0 {
+		return 0
 	}
-	sorted := slices.Sorted(slices.Values(t.limits))
-	return fmt.Sprintf("min %d, median %d, max %d, last %d (%s, %.0f writes/s) over %d pages",
-		sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1], t.limits[len(t.limits)-1], t.last.WritersReason, t.last.WriteRate, len(t.limits))
+	return float64(slices.Max(limits)) / float64(slices.Min(limits))
 }
+
+// curveWriters are the fixed writer counts the curve section measures: dense
+// below 16, where an idle server's knee lies.
+var curveWriters = []int{1, 2, 4, 8, 16, 32, 64}
 
 // curve measures the engine at fixed writer counts on one population size:
-// the throughput the adaptive limit chooses among.
-func (b *bench) curve(ctx context.Context, notes string) error {
-	fmt.Printf("\n== engine throughput vs fixed writers (spec.notes of %d bytes), N=%d ==\n", len(notes), b.opts.n)
-	for _, writers := range []int{4, 8, 16, 32, 64} {
-		gvr, err := b.population(ctx, b.opts.n, notes)
+// the throughput the adaptive limit chooses among, and the knee.
+func (b *bench) curve(ctx context.Context, size, notes string) error {
+	n := b.opts.curveN
+	fmt.Printf("\n== engine throughput vs fixed writers, %s objects (spec.notes of %d bytes), N=%d ==\n", size, len(notes), n)
+	for _, writers := range curveWriters {
+		gvr, err := b.population(ctx, n, notes)
 		if err != nil {
 			return err
 		}
@@ -136,12 +143,14 @@ func (b *bench) curve(ctx context.Context, notes string) error {
 		if err := engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg, Concurrency: writers, FixedConcurrency: true}); err != nil {
 			return err
 		}
-		fmt.Printf("engine, %2d writers %8.0f objects/s\n", writers, float64(b.opts.n)/time.Since(start).Seconds())
+		rate := float64(n) / time.Since(start).Seconds()
+		b.knee = append(b.knee, kneePoint{size: size, writers: writers, rate: rate})
+		fmt.Printf("engine, %2d writers %8.0f objects/s\n", writers, rate)
 		if err := b.drop(ctx, gvr.Group); err != nil {
 			return err
 		}
 	}
-	return nil
+	return b.kneePlot()
 }
 
 // engine runs the migration engine and insists that it completed.

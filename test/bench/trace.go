@@ -1,0 +1,165 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/graduator/graduator/migration"
+)
+
+// bucket is the width of a rate sample in the pictures.
+const bucket = 500 * time.Millisecond
+
+// counter counts events in buckets of time from its start.
+type counter struct {
+	start   time.Time
+	mu      sync.Mutex
+	buckets []int
+}
+
+func newCounter(start time.Time) *counter { return &counter{start: start} }
+
+func (c *counter) add() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := int(time.Since(c.start) / bucket)
+	for len(c.buckets) <= i {
+		c.buckets = append(c.buckets, 0)
+	}
+	c.buckets[i]++
+}
+
+// rates are the events per second of each whole bucket, at its middle.
+func (c *counter) rates() plotter.XYs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var xy plotter.XYs
+	for i, n := range c.buckets {
+		if i == len(c.buckets)-1 {
+			break // the last bucket is cut short by the end of the run
+		}
+		xy = append(xy, plotter.XY{X: (float64(i) + 0.5) * bucket.Seconds(), Y: float64(n) / bucket.Seconds()})
+	}
+	return xy
+}
+
+// limitAt is the adaptive limit from a moment on.
+type limitAt struct {
+	at     time.Duration
+	limit  int
+	reason migration.LimitReason
+}
+
+// trace records an engine run: its limit each time it changes, and its
+// objects done in buckets of time.
+type trace struct {
+	start   time.Time
+	end     time.Duration
+	mu      sync.Mutex
+	limits  []limitAt
+	objects *counter
+	last    migration.Progress
+}
+
+// newTrace starts a trace; options wires it into an engine run.
+func newTrace(initial int) *trace {
+	now := time.Now()
+	return &trace{start: now, objects: newCounter(now), limits: []limitAt{{limit: initial}}}
+}
+
+func (t *trace) options(o migration.Options) migration.Options {
+	o.OnObject = t.objects.add
+	o.OnLimit = func(limit int, reason migration.LimitReason, _ float64) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.limits = append(t.limits, limitAt{at: time.Since(t.start), limit: limit, reason: reason})
+	}
+	o.OnProgress = func(p migration.Progress) {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		t.last = p
+	}
+	return o
+}
+
+// done marks the end of the run.
+func (t *trace) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.end = time.Since(t.start)
+}
+
+// settled is the limit the second half of the run spent most of its time
+// at or below half of: the time-weighted median of the limit over it.
+func (t *trace) settled() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	from := t.end / 2
+	spent := map[int]time.Duration{}
+	for i, l := range t.limits {
+		until := t.end
+		if i+1 < len(t.limits) {
+			until = t.limits[i+1].at
+		}
+		if begin := max(l.at, from); until > begin {
+			spent[l.limit] += until - begin
+		}
+	}
+	limits := slices.Sorted(func(yield func(int) bool) {
+		for l := range spent {
+			if !yield(l) {
+				return
+			}
+		}
+	})
+	var sum time.Duration
+	for _, l := range limits {
+		if sum += spent[l]; sum >= (t.end-from)/2 {
+			return l
+		}
+	}
+	return 0
+}
+
+// steps is the limit over time as a step line.
+func (t *trace) steps() plotter.XYs {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var xy plotter.XYs
+	for i, l := range t.limits {
+		if i > 0 {
+			xy = append(xy, plotter.XY{X: l.at.Seconds(), Y: float64(t.limits[i-1].limit)})
+		}
+		xy = append(xy, plotter.XY{X: l.at.Seconds(), Y: float64(l.limit)})
+	}
+	return append(xy, plotter.XY{X: t.end.Seconds(), Y: float64(t.limits[len(t.limits)-1].limit)})
+}
+
+func (t *trace) String() string {
+	t.mu.Lock()
+	changes, last := len(t.limits)-1, t.limits[len(t.limits)-1]
+	rate := t.last.WriteRate
+	t.mu.Unlock()
+	return fmt.Sprintf("settled at %d (time-weighted median of the second half), %d changes, last %d (%s, %.0f writes/s)",
+		t.settled(), changes, last.limit, last.reason, rate)
+}
