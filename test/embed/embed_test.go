@@ -91,6 +91,10 @@ var _ = Describe("crdmigrate in a bare manager", func() {
 
 		By("stopping the webhook mid-run")
 		webhook.Stop()
+		// Restarted before the CRD is deleted (cleanups run last in, first
+		// out) when the spec fails before it restarts it: deleting the
+		// objects stored as v1alpha1 needs a conversion.
+		DeferCleanup(func(ctx SpecContext) { Expect(webhook.Start(ctx)).To(Succeed()) })
 		Eventually(crdEvents(ctx, pizzaenv.CRDName)).WithTimeout(30 * time.Second).Should(ContainElement(And(
 			HaveField("Reason", graduation.ReasonConversionFailed), HaveField("Type", "Warning"),
 			HaveField("Note", And(ContainSubstring("conversion webhook"), ContainSubstring("retrying in"))))))
