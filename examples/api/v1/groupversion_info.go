@@ -1,0 +1,19 @@
+// Package v1 is the first version of the Book API of the bookstore example:
+// a spoke that converts to and from the hub, v2.
+// +kubebuilder:object:generate=true
+// +groupName=bookstore.example.com
+package v1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is group version used to register these objects.
+	GroupVersion = schema.GroupVersion{Group: "bookstore.example.com", Version: "v1"}
+	// SchemeBuilder is used to add go types to the GroupVersionKind scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// AddToScheme adds the types in this group-version to the given scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
