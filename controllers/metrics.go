@@ -31,9 +31,6 @@ import (
 // of the migration itself are internal/metrics', shared with the crdmigrate
 // controller; the policy's own are here.
 var (
-	objectsRewritten  = metrics.ObjectsRewritten
-	objectsSkipped    = metrics.ObjectsSkipped
-	objectsFailed     = metrics.ObjectsFailed
 	migrationDuration = metrics.MigrationDuration
 	migrationWriters  = metrics.MigrationWriters
 	migrationsRunning = metrics.MigrationsRunning
