@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -74,10 +75,13 @@ func (f *Forbidden) Status() metav1.Status {
 
 // ruleFor is the ClusterRole rule that grants a missing right, in YAML flow
 // style: the objects' group gets the operator's rule (access.RuleFor), the
-// CRD's status its own.
+// CRD's status and the Events their own.
 func ruleFor(m authorizationv1.ResourceAttributes) string {
-	if m.Group == apiextensionsv1.GroupName {
+	switch m.Group {
+	case apiextensionsv1.GroupName:
 		return `{apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions/status"], verbs: ["patch"]}`
+	case eventsv1.GroupName:
+		return `{apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"]}`
 	}
 	return access.RuleFor(m.Group)
 }

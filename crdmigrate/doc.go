@@ -68,10 +68,12 @@ limitations under the License.
 //	// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 //	// +kubebuilder:rbac:groups=YOUR.GROUP,resources=*,verbs=get;list;patch
 //
-// The first and third are what it runs on; the others it checks before a
-// migration starts, and a missing one stops the graduation of that CRD with
-// a Forbidden Event that names the rule to add, before anything is written.
-// An operator usually holds the last one already, for its own objects.
+// The first and third are what it runs on; the others it checks with
+// SelfSubjectAccessReviews before each migration starts, and a missing one
+// stops the graduation of that CRD before anything is written, with a
+// Forbidden Event (or, when Events are what is missing, a log line) that
+// names the rule to add. An operator usually holds the last one already,
+// for its own objects.
 //
 // The controller runs on the leader only, like every controller of a
 // manager with leader election. It watches CRDs as metadata only, so the

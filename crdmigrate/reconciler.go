@@ -27,8 +27,10 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -244,13 +246,18 @@ func (r *reconciler) invalidated(ctx context.Context, run *runState) error {
 }
 
 // mayGraduate checks every right a graduation of crd needs beyond what the
-// controller runs on: list, get and patch its objects (access.Needs) and
-// patch the CRD's status to prune it.
+// controller runs on: list, get and patch its objects (access.Needs), patch
+// the CRD's status to prune it, and create the Events it reports with.
 func (r *reconciler) mayGraduate(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, version string) error {
-	needs := append(accessNeeds(crd, version, r.opts.WriteTo), authorizationv1.ResourceAttributes{
-		Verb: "patch", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions",
-		Subresource: "status", Name: crd.Name,
-	})
+	needs := append(accessNeeds(crd, version, r.opts.WriteTo),
+		authorizationv1.ResourceAttributes{
+			Verb: "patch", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions",
+			Subresource: "status", Name: crd.Name,
+		},
+		// Events about a cluster-scoped object go to the default namespace.
+		authorizationv1.ResourceAttributes{
+			Verb: "create", Group: eventsv1.GroupName, Resource: "events", Namespace: metav1.NamespaceDefault,
+		})
 	missing, err := missingRights(ctx, r.reviews, needs)
 	if err != nil {
 		return fmt.Errorf("check access: %w", err)

@@ -29,6 +29,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -68,9 +69,12 @@ var _ = BeforeSuite(func() {
 
 // startManager runs a plain controller-runtime manager with nothing but
 // crdmigrate in it, and stops it when the spec ends.
-func startManager(opts crdmigrate.Options) {
+func startManager(opts crdmigrate.Options) { startManagerAs(env.Config, opts) }
+
+// startManagerAs is startManager with the manager authenticated by cfg.
+func startManagerAs(cfg *rest.Config, opts crdmigrate.Options) {
 	GinkgoHelper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 env.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
