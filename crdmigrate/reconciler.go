@@ -48,9 +48,17 @@ import (
 
 // Event reasons besides the stall reasons of package graduation.
 const (
-	ReasonMigrationStarted     = "MigrationStarted"
-	ReasonMigrationCompleted   = "MigrationCompleted"
-	ReasonMigrationFailed      = "MigrationFailed"
+	// ReasonMigrationStarted: a migration run started (Normal).
+	ReasonMigrationStarted = "MigrationStarted"
+	// ReasonMigrationCompleted: every object was rewritten or proven done
+	// (Normal); the prune follows.
+	ReasonMigrationCompleted = "MigrationCompleted"
+	// ReasonMigrationFailed: the run reached the end but some objects were
+	// refused (Warning, naming them); nothing is pruned, a fresh run
+	// follows after the backoff.
+	ReasonMigrationFailed = "MigrationFailed"
+	// ReasonStoredVersionsPruned: status.storedVersions now lists the
+	// storage version only (Normal): the old versions may be dropped.
 	ReasonStoredVersionsPruned = "StoredVersionsPruned"
 	// ReasonPreflightFailed: the sample read or dry-run write at the
 	// storage version was refused; nothing was written.

@@ -34,7 +34,8 @@ limitations under the License.
 // Each method fails the test (through TB, which *testing.T and Ginkgo's
 // GinkgoT() both satisfy) with a sentence a person can act on: "3 objects
 // still stored as example.com/v1 when storedVersions was pruned",
-// "widgets.example.com at v1: default/w-1: /spec/color: "red" -> (absent)".
+// or every changed object and field with its JSON path at the version that
+// shows it: `v1: default/w-1: changed /spec/color: "red" -> (absent)`.
 // The Try forms return errors instead, for specs that expect a failure.
 //
 // Graduate runs what the Graduator operator and the crdmigrate controller
