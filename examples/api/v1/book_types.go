@@ -28,7 +28,3 @@ type BookList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Book `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&Book{}, &BookList{})
-}

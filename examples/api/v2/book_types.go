@@ -31,10 +31,6 @@ type BookList struct {
 	Items           []Book `json:"items"`
 }
 
-func init() {
-	SchemeBuilder.Register(&Book{}, &BookList{})
-}
-
 // Hub marks v2 as the hub of the conversion: every other version converts
 // to and from it.
 func (*Book) Hub() {}
