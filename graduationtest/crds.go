@@ -119,13 +119,13 @@ func readCRDs(file string) ([]*apiextensionsv1.CustomResourceDefinition, error) 
 // Install applies CRDs as ApplyStage does and fails the test when the API
 // server refuses them or does not serve them in time.
 func (r *Rehearsal) Install(ctx context.Context, crds ...*apiextensionsv1.CustomResourceDefinition) {
-	r.t.Helper()
+	r.helper()
 	r.fatal(r.ApplyStage(ctx, crds...))
 }
 
 // InstallFiles is Install of the CRDs of files and directories (LoadCRDs).
 func (r *Rehearsal) InstallFiles(ctx context.Context, paths ...string) {
-	r.t.Helper()
+	r.helper()
 	crds, err := LoadCRDs(paths...)
 	r.fatal(err)
 	r.Install(ctx, crds...)

@@ -69,7 +69,7 @@ func (r Report) String() string {
 // a partial run. It then reads etcd and fails the test unless every object
 // is stored as version and storedVersions is [version].
 func (r *Rehearsal) Graduate(ctx context.Context, crdName, version string) Report {
-	r.t.Helper()
+	r.helper()
 	report, err := r.TryGraduate(ctx, crdName, version)
 	r.fatal(err)
 	return report

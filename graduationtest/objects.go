@@ -28,7 +28,7 @@ import (
 // stores them in the CRD's storage version of the moment. It fails the test
 // on the first error.
 func (r *Rehearsal) Create(ctx context.Context, objs ...client.Object) {
-	r.t.Helper()
+	r.helper()
 	r.fatal(r.TryCreate(ctx, objs...))
 }
 

@@ -147,6 +147,13 @@ func (r *Rehearsal) Close() error {
 	return r.Etcd.Close()
 }
 
+// helper marks the caller as a helper of the test, when there is one.
+func (r *Rehearsal) helper() {
+	if r.t != nil {
+		r.t.Helper()
+	}
+}
+
 // fatal fails the test with err, which the Try forms return.
 func (r *Rehearsal) fatal(err error) {
 	if err == nil {

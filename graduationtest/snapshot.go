@@ -54,7 +54,7 @@ func (s *Snapshot) Len() int {
 // version. It fails the test when a read fails: a conversion webhook that
 // cannot convert an object shows here.
 func (r *Rehearsal) Snapshot(ctx context.Context, crdName string) *Snapshot {
-	r.t.Helper()
+	r.helper()
 	s, err := r.TrySnapshot(ctx, crdName)
 	r.fatal(err)
 	return s
@@ -102,7 +102,7 @@ func (d VersionDifference) String() string {
 // field with its JSON path, at every version. Versions no longer served are
 // skipped (the API server cannot read at them).
 func (r *Rehearsal) Verify(ctx context.Context, snap *Snapshot) {
-	r.t.Helper()
+	r.helper()
 	diffs, err := r.Differences(ctx, snap)
 	r.fatal(err)
 	if len(diffs) == 0 {

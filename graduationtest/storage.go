@@ -80,7 +80,7 @@ func (s Storage) String() string {
 // Stored reads what etcd holds of the objects of the CRD named crdName. It
 // fails the test when it cannot.
 func (r *Rehearsal) Stored(ctx context.Context, crdName string) Storage {
-	r.t.Helper()
+	r.helper()
 	s, err := r.TryStored(ctx, crdName)
 	r.fatal(err)
 	return s
