@@ -68,23 +68,35 @@ func Needs(resource schema.GroupVersionResource, writeTo migration.WriteTarget) 
 // not, and another error when a review could not be made.
 func Check(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface,
 	resource schema.GroupVersionResource, writeTo migration.WriteTarget) error {
-	denied := &Denied{Resource: resource}
-	for _, attrs := range Needs(resource, writeTo) {
+	missing, err := Missing(ctx, reviews, Needs(resource, writeTo)...)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return &Denied{Resource: resource, Missing: missing}
+	}
+	return nil
+}
+
+// Missing asks the API server, one SelfSubjectAccessReview each, whether
+// the caller holds the permissions, and returns those it lacks, in order.
+// An error means a review could not be made.
+func Missing(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface,
+	needs ...authorizationv1.ResourceAttributes) ([]authorizationv1.ResourceAttributes, error) {
+	var missing []authorizationv1.ResourceAttributes
+	for _, attrs := range needs {
 		review := &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs},
 		}
 		got, err := reviews.Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
-			return fmt.Errorf("review access to %s %s: %w", attrs.Verb, describe(attrs), err)
+			return nil, fmt.Errorf("review access to %s %s: %w", attrs.Verb, Describe(attrs), err)
 		}
 		if !got.Status.Allowed {
-			denied.Missing = append(denied.Missing, attrs)
+			missing = append(missing, attrs)
 		}
 	}
-	if len(denied.Missing) > 0 {
-		return denied
-	}
-	return nil
+	return missing, nil
 }
 
 // CheckConfig is Check with a client built from cfg.
@@ -111,7 +123,7 @@ func (d *Denied) Error() string {
 	var order []string
 	verbs := map[string][]string{}
 	for _, m := range d.Missing {
-		what := describe(m)
+		what := Describe(m)
 		if _, seen := verbs[what]; !seen {
 			order = append(order, what)
 		}
@@ -146,7 +158,9 @@ func (d *Denied) Status() metav1.Status {
 	}
 }
 
-func describe(a authorizationv1.ResourceAttributes) string {
+// Describe names the resource of a permission as RBAC and kubectl do:
+// "widgets.example.com", "widgets.example.com/status".
+func Describe(a authorizationv1.ResourceAttributes) string {
 	name := a.Resource
 	if a.Group != "" {
 		name += "." + a.Group

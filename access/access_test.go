@@ -37,7 +37,7 @@ var widgets = schema.GroupVersionResource{Group: "example.com", Version: "v2", R
 
 // check renders a permission as "verb resource[/subresource]" for tables.
 func check(a authorizationv1.ResourceAttributes) string {
-	return fmt.Sprintf("%s %s", a.Verb, describe(a))
+	return fmt.Sprintf("%s %s", a.Verb, Describe(a))
 }
 
 func TestNeeds(t *testing.T) {

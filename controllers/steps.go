@@ -27,28 +27,14 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	apidiscovery "k8s.io/apiserver/pkg/endpoints/discovery"
-	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/errclass"
 	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/metrics"
+	"github.com/graduator/graduator/internal/steps"
 	"github.com/graduator/graduator/migration"
-)
-
-// preflightSample is how many existing objects the preflight reads and
-// dry-run writes at the target version.
-const preflightSample = 5
-
-// Preflight reasons, set on the PreflightPassed condition (and
-// graduation.ReasonConversionFailed).
-const (
-	reasonReadFailed    = "ReadFailed"
-	reasonWriteRejected = "WriteRejected"
 )
 
 // preflight reads a sample of objects at the target version, which makes the
@@ -68,37 +54,7 @@ func (r *CRDVersionPolicyReconciler) preflight(ctx context.Context, policy *grad
 
 func (r *CRDVersionPolicyReconciler) samplePreflight(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, target string,
 	writeTo graduatorv1alpha1.WriteTarget) graduation.PreflightResult {
-	gvr := graduation.ResourceAt(crd, target)
-	list, err := r.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: preflightSample})
-	if err != nil {
-		reason := reasonReadFailed
-		if errclass.IsConversionError(err) {
-			reason = graduation.ReasonConversionFailed
-		}
-		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("reading %s at %s: %v", crd.Spec.Names.Plural, target, err)}
-	}
-	for _, obj := range list.Items {
-		patch := migration.NoOpPatch(migration.ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()})
-		_, err := r.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch,
-			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, writeTo.Subresources()...)
-		if err == nil || apierrors.IsConflict(err) {
-			continue
-		}
-		if apierrors.IsNotFound(err) {
-			// Deleted since the LIST, or a subresource that is not there:
-			// only a read tells them apart.
-			if _, getErr := r.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{}); apierrors.IsNotFound(getErr) {
-				continue
-			}
-		}
-		reason := reasonWriteRejected
-		if errclass.IsConversionError(err) {
-			reason = graduation.ReasonConversionFailed
-		}
-		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("a no-op write of %s at %s was refused: %v",
-			klog.KObj(&obj), target, err)}
-	}
-	return graduation.PreflightResult{Passed: true}
+	return steps.Preflight(ctx, r.Dynamic, crd, target, writeTo)
 }
 
 // mayMigrate asks the API server whether the operator may list, read and
@@ -108,12 +64,7 @@ func (r *CRDVersionPolicyReconciler) samplePreflight(ctx context.Context, crd *a
 // written.
 func (r *CRDVersionPolicyReconciler) mayMigrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition, version string) error {
-	if err := access.Check(ctx, r.Reviews, graduation.ResourceAt(crd, version), policy.Spec.Migration.WriteTo); err != nil {
-		// The error names the resource already; the condition message keeps
-		// 600 characters, which a long group name repeated would exceed.
-		return fmt.Errorf("check access: %w", err)
-	}
-	return nil
+	return steps.MayMigrate(ctx, r.Reviews, crd, version, policy.Spec.Migration.WriteTo)
 }
 
 // storageSettled reports whether API discovery advertises the CRD's current
@@ -121,29 +72,7 @@ func (r *CRDVersionPolicyReconciler) mayMigrate(ctx context.Context, policy *gra
 // writes the old version (kubernetes #130235), which is why the plan also
 // waits for the settle delay.
 func (r *CRDVersionPolicyReconciler) storageSettled(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (bool, error) {
-	if crd == nil {
-		return false, nil
-	}
-	storage := graduation.StorageVersion(crd)
-	if len(crd.Status.StoredVersions) == 1 && crd.Status.StoredVersions[0] == storage {
-		return true, nil // nothing to migrate; discovery does not matter
-	}
-	resources, err := r.Discovery.ServerResourcesForGroupVersion(crd.Spec.Group + "/" + storage)
-	switch {
-	case apierrors.IsNotFound(err):
-		// Not served yet: the API server has not caught up with the CRD.
-		log.FromContext(ctx).V(1).Info("discovery does not serve the storage version yet", "version", storage)
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("discover %s/%s: %w", crd.Spec.Group, storage, err)
-	}
-	want := apidiscovery.StorageVersionHash(crd.Spec.Group, storage, crd.Spec.Names.Kind)
-	for _, res := range resources.APIResources {
-		if res.Name == crd.Spec.Names.Plural {
-			return res.StorageVersionHash == want, nil
-		}
-	}
-	return false, nil
+	return steps.StorageSettled(ctx, r.Discovery, crd)
 }
 
 // switchStorage makes target the storage version. Only the storage flags
@@ -372,13 +301,7 @@ func recordProgress(run *graduatorv1alpha1.MigrationStatus, p migration.Progress
 
 // countProgress adds to the metrics what p shows beyond what was counted.
 func (r *CRDVersionPolicyReconciler) countProgress(crd string, counted *migration.Progress, p migration.Progress) {
-	// Adding 0 still creates the series: a counter that exists from the first
-	// page on reads 0 in rate() and in alerts instead of being absent.
-	objectsRewritten.WithLabelValues(crd).Add(float64(max(p.Rewritten-counted.Rewritten, 0)))
-	objectsSkipped.WithLabelValues(crd).Add(float64(max(p.Skipped-counted.Skipped, 0)))
-	objectsFailed.WithLabelValues(crd).Add(float64(max(p.Failed-counted.Failed, 0)))
-	counted.Rewritten, counted.Skipped, counted.Failed = max(counted.Rewritten, p.Rewritten),
-		max(counted.Skipped, p.Skipped), max(counted.Failed, p.Failed)
+	metrics.CountProgress(crd, counted, p)
 }
 
 // prune sets status.storedVersions to the storage version, refused by the

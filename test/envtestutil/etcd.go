@@ -16,100 +16,11 @@ limitations under the License.
 
 package envtestutil
 
-import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"sort"
-	"strings"
-	"time"
+import "github.com/graduator/graduator/graduationtest"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-)
+// EtcdStore is the public etcd reader of graduationtest, which CRD authors
+// use in their own suites; the operator's suites use the same one.
+type EtcdStore = graduationtest.EtcdStore
 
-// EtcdStore reads what the API server stored in etcd, to prove at the
-// storage level (not through the API, which converts) which version every
-// custom object is encoded in. It is a connection to the control plane's etcd.
-type EtcdStore struct {
-	client *clientv3.Client
-	// Prefix is the API server's --etcd-prefix; "/registry" by default.
-	Prefix string
-}
-
-// NewEtcdStore connects to etcd at endpoint (such as envtest's
-// ControlPlane.Etcd.URL.String()).
-func NewEtcdStore(endpoint string) (*EtcdStore, error) {
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 10 * time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("connect to etcd at %s: %w", endpoint, err)
-	}
-	return &EtcdStore{client: c, Prefix: "/registry"}, nil
-}
-
-// Close closes the connection.
-func (s *EtcdStore) Close() error { return s.client.Close() }
-
-// Client is the etcd client, for tests that need more (compaction, say).
-func (s *EtcdStore) Client() *clientv3.Client { return s.client }
-
-// APIVersions returns the apiVersion each object of the resource is stored
-// as, keyed by "namespace/name" ("name" for cluster-scoped objects). Custom
-// resources are stored as JSON.
-func (s *EtcdStore) APIVersions(ctx context.Context, group, plural string) (map[string]string, error) {
-	prefix := fmt.Sprintf("%s/%s/%s/", s.Prefix, group, plural)
-	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix())
-	if err != nil {
-		return nil, fmt.Errorf("read %s from etcd: %w", prefix, err)
-	}
-	out := make(map[string]string, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var obj struct {
-			APIVersion string `json:"apiVersion"`
-		}
-		if err := json.Unmarshal(kv.Value, &obj); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
-		}
-		out[strings.TrimPrefix(string(kv.Key), prefix)] = obj.APIVersion
-	}
-	return out, nil
-}
-
-// Counts returns how many objects of the resource are stored in each
-// apiVersion.
-func (s *EtcdStore) Counts(ctx context.Context, group, plural string) (map[string]int, error) {
-	versions, err := s.APIVersions(ctx, group, plural)
-	if err != nil {
-		return nil, err
-	}
-	counts := map[string]int{}
-	for _, v := range versions {
-		counts[v]++
-	}
-	return counts, nil
-}
-
-// Summary describes how many objects are stored in each version, such as
-// "2000 objects: 1500 as restaurant.example.com/v1beta1, 500 as .../v1alpha1".
-func (s *EtcdStore) Summary(ctx context.Context, group, plural string) string {
-	counts, err := s.Counts(ctx, group, plural)
-	if err != nil {
-		return err.Error()
-	}
-	total := 0
-	for _, n := range counts {
-		total += n
-	}
-	keys := make([]string, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%d as %s", counts[k], k))
-	}
-	if len(parts) == 0 {
-		return "no objects"
-	}
-	return fmt.Sprintf("%d objects: %s", total, strings.Join(parts, ", "))
-}
+// NewEtcdStore connects to etcd at endpoint: graduationtest.NewEtcdStore.
+func NewEtcdStore(endpoint string) (*EtcdStore, error) { return graduationtest.NewEtcdStore(endpoint) }

@@ -28,7 +28,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +37,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/graduator/graduator/graduationtest"
 )
 
 // WidgetCRD returns "widgets.<group>", a small namespaced CRD (kind Widget)
@@ -140,42 +141,16 @@ func ForEach(n, workers int, do func(i int) error) error {
 	return <-errs
 }
 
-// Served returns nil once every served version of crd answers a LIST, the
-// sign that the API server installed its handlers. Poll it (Eventually).
+// Served returns nil once every served version of crd answers a LIST:
+// graduationtest.Served.
 func Served(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition) error {
-	for _, v := range crd.Spec.Versions {
-		if !v.Served {
-			continue
-		}
-		gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
-		if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			return fmt.Errorf("list %s: %w", gvr, err)
-		}
-	}
-	return nil
+	return graduationtest.Served(ctx, dyn, crd)
 }
 
 // WaitServed waits, up to 30 s, until the CRD named name is established and
-// every served version answers a LIST.
+// every served version answers a LIST: graduationtest.WaitServed.
 func WaitServed(ctx context.Context, c client.Client, dyn dynamic.Interface, name string) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, &crd); err != nil {
-			last = err
-			return false, client.IgnoreNotFound(err)
-		}
-		if !apihelpers.IsCRDConditionTrue(&crd, apiextensionsv1.Established) {
-			last = fmt.Errorf("CRD %s is not established", name)
-			return false, nil
-		}
-		last = Served(ctx, dyn, &crd)
-		return last == nil, nil
-	})
-	if err != nil && last != nil {
-		return fmt.Errorf("%w: %w", err, last)
-	}
-	return err
+	return graduationtest.WaitServed(ctx, c, dyn, name, 30*time.Second)
 }
 
 // DeleteCRD deletes the CRD named name, and so its objects, and waits up to

@@ -28,6 +28,7 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/test/gitops"
 	"github.com/graduator/graduator/test/pizzaenv"
 )
@@ -42,10 +43,22 @@ func pizzaResource(version string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: pizzaGroup, Version: version, Resource: "pizzas"}
 }
 
+// The Pizza scenario is rehearsed with graduationtest, as a CRD author
+// would: its stages, objects, snapshots and etcd reads are the package's;
+// the graduation itself is the operator's, driven by policies.
 var _ = Describe("The Pizza CRD driven by CRDVersionPolicies", Ordered, func() {
-	var webhook *pizzaenv.Webhook
+	var (
+		webhook *pizzaenv.Webhook
+		r       *graduationtest.Rehearsal
+	)
 
 	BeforeAll(func(ctx SpecContext) {
+		r = graduationtest.New(GinkgoT(), testEnv, graduationtest.Options{
+			Scheme: scheme,
+			// A pizza created at v1alpha1 without a status reads back with
+			// "status: {}" once the conversion to v1beta1 wrote it out.
+			Ignore: []string{"/status"},
+		})
 		var err error
 		webhook, err = pizzaenv.StartWebhook(ctx)
 		Expect(err).NotTo(HaveOccurred())
@@ -55,7 +68,8 @@ var _ = Describe("The Pizza CRD driven by CRDVersionPolicies", Ordered, func() {
 	})
 
 	// applyStage applies a stage manifest the way Argo CD configured for
-	// managed mode would: the operator's version flags are kept.
+	// managed mode would: the operator's version flags are kept. It returns
+	// the API server's refusal, or nil once every served version answers.
 	applyStage := func(ctx SpecContext, n int) error {
 		crd, err := pizzaenv.Stage(n)
 		Expect(err).NotTo(HaveOccurred())
@@ -63,19 +77,15 @@ var _ = Describe("The Pizza CRD driven by CRDVersionPolicies", Ordered, func() {
 		if err := gitops.Apply(ctx, k8sClient, crd); err != nil {
 			return err
 		}
-		return pizzaenv.WaitServed(ctx, k8sClient, dyn, crd.Name)
+		return graduationtest.WaitServed(ctx, k8sClient, dyn, crd.Name, graduationtest.DefaultTimeout)
 	}
 
-	// contentAt reads every pizza at a version, keyed by name, without the
-	// fields a rewrite may change.
-	contentAt := func(ctx SpecContext, version string) map[string]map[string]any {
-		list, err := dyn.Resource(pizzaResource(version)).Namespace("default").List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		out := map[string]map[string]any{}
-		for _, item := range list.Items {
-			out[item.GetName()] = map[string]any{"spec": item.Object["spec"], "labels": item.GetLabels(), "annotations": item.GetAnnotations()}
-		}
-		return out
+	// storedAs expects every pizza stored in etcd as version.
+	storedAs := func(ctx SpecContext, version string) {
+		GinkgoHelper()
+		stored := r.Stored(ctx, pizzaCRD)
+		Expect(stored.Objects).To(HaveLen(pizzas), stored.String())
+		Expect(stored.NotAs(pizzaGroup+"/"+version)).To(BeEmpty(), stored.String())
 	}
 
 	It("walks stages 1 to 6 and removes v1alpha1, which the API server refuses without the operator", func(ctx SpecContext) {
@@ -83,9 +93,9 @@ var _ = Describe("The Pizza CRD driven by CRDVersionPolicies", Ordered, func() {
 		Expect(applyStage(ctx, 1)).To(Succeed())
 		DeferCleanup(deleteCRD, pizzaCRD)
 		for i := range pizzas {
-			Expect(k8sClient.Create(ctx, pizzaenv.SampleV1alpha1(i))).To(Succeed())
+			r.Create(ctx, pizzaenv.SampleV1alpha1(i))
 		}
-		Expect(storedAPIVersions(ctx, pizzaGroup, "pizzas")).To(And(HaveLen(pizzas), HaveEach(pizzaGroup+"/v1alpha1")))
+		storedAs(ctx, "v1alpha1")
 
 		By("the API server refusing stage 6 while v1alpha1 is stored")
 		err := applyStage(ctx, 6)
@@ -95,8 +105,8 @@ var _ = Describe("The Pizza CRD driven by CRDVersionPolicies", Ordered, func() {
 
 		By("stage 2: v1beta1 served through the conversion webhook")
 		Expect(applyStage(ctx, 2)).To(Succeed())
-		before := contentAt(ctx, "v1beta1")
-		Expect(before).To(HaveLen(pizzas))
+		before := r.Snapshot(ctx, pizzaCRD) // at v1alpha1 and v1beta1
+		Expect(before.Len()).To(Equal(pizzas))
 
 		By("a policy storing v1beta1 and retiring v1alpha1 (stage 3, done by the operator)")
 		createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{
@@ -112,9 +122,8 @@ var _ = Describe("The Pizza CRD driven by CRDVersionPolicies", Ordered, func() {
 		})
 		Eventually(func() []string { return getCRD(ctx, pizzaCRD).Status.StoredVersions }).WithTimeout(2 * time.Minute).
 			Should(Equal([]string{"v1beta1"}))
-		Expect(storedAPIVersions(ctx, pizzaGroup, "pizzas")).To(And(HaveLen(pizzas), HaveEach(pizzaGroup+"/v1beta1")),
-			"etcd holds every pizza as v1beta1")
-		Expect(contentAt(ctx, "v1beta1")).To(Equal(before), "no pizza changed")
+		storedAs(ctx, "v1beta1")
+		r.Verify(ctx, before)
 
 		By("deprecating v1alpha1, then unserving it after its grace period")
 		Eventually(func(g Gomega) {
@@ -141,9 +150,8 @@ var _ = Describe("The Pizza CRD driven by CRDVersionPolicies", Ordered, func() {
 		Expect(k8sClient.Update(ctx, policy)).To(Succeed())
 		Eventually(func() []string { return getCRD(ctx, pizzaCRD).Status.StoredVersions }).WithTimeout(2 * time.Minute).
 			Should(Equal([]string{"v1"}))
-		Expect(storedAPIVersions(ctx, pizzaGroup, "pizzas")).To(And(HaveLen(pizzas), HaveEach(pizzaGroup+"/v1")),
-			"etcd holds every pizza as v1")
-		Expect(contentAt(ctx, "v1beta1")).To(Equal(before), "no pizza changed")
+		storedAs(ctx, "v1")
+		r.Verify(ctx, before) // at v1beta1: v1alpha1 is no longer served
 		Eventually(policyCondition(ctx, pizzaCRD, graduatorv1alpha1.ConditionReady)).WithTimeout(time.Minute).
 			Should(haveStatusReason(metav1.ConditionTrue, graduation.ReasonGraduated))
 
@@ -152,7 +160,7 @@ var _ = Describe("The Pizza CRD driven by CRDVersionPolicies", Ordered, func() {
 		crd := getCRD(ctx, pizzaCRD)
 		Expect(crd.Spec.Versions).NotTo(ContainElement(HaveField("Name", "v1alpha1")))
 		Expect(crd.Status.StoredVersions).To(Equal([]string{"v1"}))
-		Expect(contentAt(ctx, "v1beta1")).To(Equal(before), "no pizza changed")
+		r.Verify(ctx, before)
 		Eventually(policyCondition(ctx, pizzaCRD, graduatorv1alpha1.ConditionReady)).WithTimeout(time.Minute).
 			Should(haveStatusReason(metav1.ConditionTrue, graduation.ReasonGraduated))
 	})
@@ -161,7 +169,7 @@ var _ = Describe("The Pizza CRD driven by CRDVersionPolicies", Ordered, func() {
 		Expect(applyStage(ctx, 1)).To(Succeed())
 		DeferCleanup(deleteCRD, pizzaCRD)
 		for i := range 5 {
-			Expect(k8sClient.Create(ctx, pizzaenv.SampleV1alpha1(i))).To(Succeed())
+			r.Create(ctx, pizzaenv.SampleV1alpha1(i))
 		}
 		Expect(applyStage(ctx, 2)).To(Succeed())
 		webhook.Stop()

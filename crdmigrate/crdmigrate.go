@@ -1,0 +1,173 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package crdmigrate
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/graduator/graduator/migration"
+)
+
+// DefaultSettleDelay is how long the controller waits, after it first sees
+// a new storage version advertised by discovery, before the migration
+// takes its checkpoint: each API server of an HA control plane learns the
+// new storage version from its own watch, and one may still write the old
+// one for a moment.
+const DefaultSettleDelay = 10 * time.Second
+
+// DefaultName is the controller's name (in logs, metrics of
+// controller-runtime, and as the Events' reporting controller).
+const DefaultName = "crdmigrate"
+
+// Options say which CRDs the controller graduates and how.
+type Options struct {
+	// CRDs are the names of the CRDs to graduate, such as
+	// "widgets.example.com".
+	CRDs []string
+	// Groups selects every CRD of these API groups. A group written
+	// "*.example.com" selects every group that ends in ".example.com".
+	// A CRD is graduated when CRDs or Groups selects it; at least one
+	// of the two must be set.
+	Groups []string
+
+	// WriteTo is where the no-op writes go: migration.WriteToObject (the
+	// default) or migration.WriteToStatus, which bypasses admission
+	// webhooks that reject no-op writes to the object (the CRD needs a
+	// status subresource).
+	WriteTo migration.WriteTarget
+	// Concurrency is the upper bound on writers in flight; the engine adapts
+	// below it (migration.DefaultConcurrency when 0).
+	Concurrency int
+	// Priority is how much of the API server a migration takes:
+	// migration.PriorityBackground (the default) yields to other clients,
+	// migration.PriorityFull takes the server's full speed.
+	Priority migration.Priority
+	// PageSize is the LIST limit (migration.DefaultPageSize when 0).
+	PageSize int64
+	// QPS, when above 0, caps writes per second.
+	QPS float32
+	// SettleDelay overrides DefaultSettleDelay (a negative value means none).
+	SettleDelay time.Duration
+	// MaxConcurrentMigrations is how many CRDs migrate at once; 1 when 0.
+	MaxConcurrentMigrations int
+	// Name is the controller's name; DefaultName when empty. Set it when a
+	// manager adds the controller twice.
+	Name string
+}
+
+func (o Options) validate() error {
+	if len(o.CRDs) == 0 && len(o.Groups) == 0 {
+		return errors.New("crdmigrate: Options name no CRD: set CRDs or Groups")
+	}
+	switch o.WriteTo {
+	case "", migration.WriteToObject, migration.WriteToStatus:
+	default:
+		return fmt.Errorf("crdmigrate: unknown WriteTo %q", o.WriteTo)
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.SettleDelay == 0 {
+		o.SettleDelay = DefaultSettleDelay
+	}
+	if o.SettleDelay < 0 {
+		o.SettleDelay = 0
+	}
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.MaxConcurrentMigrations <= 0 {
+		o.MaxConcurrentMigrations = 1
+	}
+	if o.WriteTo == "" {
+		o.WriteTo = migration.WriteToObject
+	}
+	return o
+}
+
+// Selects reports whether the options select the CRD named name in group.
+func (o Options) Selects(name, group string) bool {
+	for _, n := range o.CRDs {
+		if n == name {
+			return true
+		}
+	}
+	for _, g := range o.Groups {
+		if g == group || (strings.HasPrefix(g, "*.") && strings.HasSuffix(group, g[1:])) {
+			return true
+		}
+	}
+	return false
+}
+
+// Add adds to mgr a controller that graduates the CRDs opts selects (see
+// the package documentation). It builds its clients from the manager's
+// rest.Config, watches CRDs through the manager's cache (metadata only) and
+// starts with the manager, on the leader.
+func Add(mgr ctrl.Manager, opts Options) error {
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	opts = opts.withDefaults()
+	cfg := mgr.GetConfig()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("crdmigrate: create the dynamic client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("crdmigrate: create the discovery client: %w", err)
+	}
+	authz, err := authorizationv1client.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("crdmigrate: create the authorization client: %w", err)
+	}
+	r := &reconciler{
+		opts: opts, client: mgr.GetClient(), reader: mgr.GetAPIReader(), config: cfg,
+		dynamic: dyn, discovery: disco, reviews: authz.SelfSubjectAccessReviews(),
+		recorder: mgr.GetEventRecorder(opts.Name), runs: map[string]*runState{},
+	}
+	selected := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		// A metadata-only object has no spec.group: the name's suffix after
+		// the plural is the group, by the API server's own rule.
+		_, group, _ := strings.Cut(o.GetName(), ".")
+		return opts.Selects(o.GetName(), group)
+	})
+	err = ctrl.NewControllerManagedBy(mgr).
+		Named(opts.Name).
+		For(&apiextensionsv1.CustomResourceDefinition{}, builder.OnlyMetadata, builder.WithPredicates(selected)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentMigrations}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("crdmigrate: set up the controller: %w", err)
+	}
+	return nil
+}
