@@ -68,8 +68,14 @@ func Needs(resource schema.GroupVersionResource, writeTo migration.WriteTarget) 
 // not, and another error when a review could not be made.
 func Check(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface,
 	resource schema.GroupVersionResource, writeTo migration.WriteTarget) error {
+	return review(ctx, reviews, resource, Needs(resource, writeTo))
+}
+
+// review asks for each of needs; Denied lists those refused.
+func review(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface,
+	resource schema.GroupVersionResource, needs []authorizationv1.ResourceAttributes) error {
 	denied := &Denied{Resource: resource}
-	for _, attrs := range Needs(resource, writeTo) {
+	for _, attrs := range needs {
 		review := &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs},
 		}
@@ -85,6 +91,34 @@ func Check(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessR
 		return denied
 	}
 	return nil
+}
+
+// StorageVersionMigrations is the resource Graduator creates to drive the
+// in-tree migrator (engine StorageVersionMigration).
+var StorageVersionMigrations = schema.GroupVersionResource{
+	Group: "storagemigration.k8s.io", Version: "v1", Resource: "storageversionmigrations",
+}
+
+// InTreeNeeds lists what driving the in-tree migrator takes, beside Needs
+// (the preflight still reads and dry-run writes objects itself):
+//   - create: one StorageVersionMigration per run;
+//   - get: its conditions are followed until it Succeeded or Failed;
+//   - watch: `graduator status -w` and a user's kubectl follow it too;
+//   - delete: a Failed one is never retried by the in-tree migrator, so it is
+//     deleted and created again.
+func InTreeNeeds() []authorizationv1.ResourceAttributes {
+	r := StorageVersionMigrations
+	needs := make([]authorizationv1.ResourceAttributes, 0, 4)
+	for _, verb := range []string{"create", "get", "watch", "delete"} {
+		needs = append(needs, authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Version: r.Version, Resource: r.Resource})
+	}
+	return needs
+}
+
+// CheckInTree is Check for InTreeNeeds: may the caller drive the in-tree
+// migrator? A *Denied names the rule and the chart value that grant it.
+func CheckInTree(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface) error {
+	return review(ctx, reviews, StorageVersionMigrations, InTreeNeeds())
 }
 
 // CheckConfig is Check with a client built from cfg.
@@ -121,6 +155,11 @@ func (d *Denied) Error() string {
 	for _, what := range order {
 		missing = append(missing, strings.Join(verbs[what], ", ")+" "+what)
 	}
+	if d.Resource == StorageVersionMigrations {
+		return fmt.Sprintf("not allowed to %s, which engine StorageVersionMigration needs; add the rule %s to a ClusterRole "+
+			"labelled %s: \"true\" (with the Helm chart: --set inTreeEngine.enabled=true); nothing was changed",
+			strings.Join(missing, " and "), d.Rule(), AggregationLabel)
+	}
 	return fmt.Sprintf("not allowed to %s; add the rule %s to a ClusterRole labelled %s: \"true\" "+
 		"(with the Helm chart: --set rbac.migrateGroups={%s}); nothing was changed",
 		strings.Join(missing, " and "), d.Rule(), AggregationLabel, d.Resource.Group)
@@ -130,8 +169,15 @@ func (d *Denied) Error() string {
 // group, in the flow style of a ClusterRole's rules, ready to paste: get,
 // list and patch on every resource of the group ("*" covers /status too).
 func (d *Denied) Rule() string {
+	if d.Resource == StorageVersionMigrations {
+		return InTreeRule
+	}
 	return RuleFor(d.Resource.Group)
 }
+
+// InTreeRule is the rule that lets the operator drive the in-tree migrator.
+const InTreeRule = `{apiGroups: ["storagemigration.k8s.io"], resources: ["storageversionmigrations"], ` +
+	`verbs: ["create", "get", "watch", "delete"]}`
 
 // RuleFor is the rule that lets the operator migrate every resource of
 // group, as one YAML flow-style line.

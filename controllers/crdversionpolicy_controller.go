@@ -27,6 +27,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -90,6 +91,11 @@ type CRDVersionPolicyReconciler struct {
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=patch
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
+//
+// The rights to drive the in-tree migrator (create, get, watch and delete
+// storageversionmigrations, engine StorageVersionMigration) are not here
+// either: the chart grants them only with inTreeEngine.enabled
+// (config/rbac/intree_engine_role.yaml for kustomize); mayMigrate checks them.
 //
 // The rights to migrate the objects of a CRD (get, list and patch on its
 // group) are not here: they come from the graduator-migrate ClusterRole,
@@ -162,7 +168,10 @@ type graduationRun struct {
 	// preflight is the result of this reconcile's preflight, for the next
 	// plan.
 	preflight *graduation.PreflightResult
-	status    *statusWriter
+	// svm is the in-tree migration named after the CRD as last read (engine
+	// StorageVersionMigration; nil: none, or another engine).
+	svm    *svmv1.StorageVersionMigration
+	status *statusWriter
 }
 
 // observe reads what Plan looks at: the CRD (uncached) and whether
@@ -177,6 +186,11 @@ func (r *CRDVersionPolicyReconciler) observe(ctx context.Context, g *graduationR
 	}
 	g.crd, in.CRD = crd, crd
 	graduation.Observe(crd, &g.policy.Status, in.Now)
+	if g.svm, err = r.getInTreeMigration(ctx, g.policy, crd); err != nil {
+		return in, &graduation.StepError{Step: "GetStorageVersionMigration", Err: err}
+	}
+	in.StorageVersionMigration = g.svm
+	graduation.ObserveInTree(&g.policy.Status, g.svm, in.Now)
 	if in.StorageSettled, err = r.storageSettled(ctx, crd); err != nil {
 		return in, &graduation.StepError{Step: graduation.StepDiscovery, Err: err}
 	}
@@ -207,7 +221,12 @@ func (r *CRDVersionPolicyReconciler) steps() map[graduation.Action]step {
 		graduation.ActionSwitchStorage: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
 			return r.switchStorage(ctx, g.crd, s.StorageVersion)
 		}},
-		graduation.ActionMigrate: {checkAccess: true, perform: r.migrate},
+		graduation.ActionMigrate: {checkAccess: true, perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
+			if g.policy.Spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration {
+				return r.driveInTree(ctx, g, s)
+			}
+			return r.migrate(ctx, g, s)
+		}},
 		graduation.ActionPrune: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
 			return r.prune(ctx, g.policy, g.crd, s.StorageVersion)
 		}},
