@@ -144,10 +144,13 @@ func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		if err := r.take(ctx, g, step); err != nil {
 			return r.stalled(ctx, g, in, &graduation.StepError{Step: string(step.Action), Err: err})
 		}
-		if r.steps()[step.Action].check {
+		def := r.steps()[step.Action]
+		if def.check {
 			continue // its result is the next plan's input
 		}
-		r.recovered(g, in, step)
+		if def.recovers == nil || def.recovers(g) {
+			r.recovered(g, in, step)
+		}
 		g.preflight = nil
 		// Plan the next step on the policy as it is now: a pause or a new
 		// target set while the step ran must stop the graduation here.
@@ -205,8 +208,11 @@ type step struct {
 	checkAccess bool
 	// check marks a step that changes nothing: its result is the next
 	// plan's input, so it neither ends a stall nor rereads the spec.
-	check   bool
-	perform func(ctx context.Context, g *graduationRun, s graduation.Step) error
+	check bool
+	// recovers, when set, says whether the step's success ends a stall;
+	// always when nil.
+	recovers func(g *graduationRun) bool
+	perform  func(ctx context.Context, g *graduationRun, s graduation.Step) error
 }
 
 // steps is the graduation as the reconciler performs it: each action Plan
@@ -221,7 +227,12 @@ func (r *CRDVersionPolicyReconciler) steps() map[graduation.Action]step {
 		graduation.ActionSwitchStorage: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
 			return r.switchStorage(ctx, g.crd, s.StorageVersion)
 		}},
-		graduation.ActionMigrate: {checkAccess: true, perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
+		graduation.ActionMigrate: {checkAccess: true, recovers: func(g *graduationRun) bool {
+			// Creating an in-tree migration again is no sign that the cause
+			// of the last failure is gone: the stall lasts until it Succeeds
+			// (the plan keeps the attempts while it runs).
+			return g.policy.Spec.Migration.Engine != graduatorv1alpha1.EngineStorageVersionMigration
+		}, perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
 			if g.policy.Spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration {
 				return r.driveInTree(ctx, g, s)
 			}

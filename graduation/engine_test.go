@@ -172,3 +172,24 @@ var _ = Describe("StallReason of a Failed in-tree migration", func() {
 })
 
 func ptrTime(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
+
+var _ = Describe("Following an in-tree migration created again after a failure", func() {
+	It("keeps the failure in Ready and counts the attempts on until it Succeeds", func() {
+		failedReady := metav1.Condition{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: graduation.ReasonInTreeMigrationFailed, Message: "Migrate failed (attempt 2): the in-tree StorageVersionMigration failed"}
+		p := policy("v1beta1", inTreeEngine, storedSince("v1beta1", time.Minute), run(graduatorv1alpha1.MigrationStatus{
+			StorageVersion: "v1beta1", CRDGeneration: 5, StartedAt: ago(time.Minute),
+			StorageVersionMigration: &graduatorv1alpha1.InTreeMigration{Name: "graduator-pizzas", UID: "b", Phase: "Running", Created: 2},
+		}))
+		p.Status.Conditions = []metav1.Condition{failedReady}
+		step := graduation.Plan(graduation.Input{
+			CRD: crd([]string{"v1alpha1", "v1beta1"}, ver{name: "v1alpha1", flags: "s"}, ver{name: "v1beta1", flags: "sS"}),
+			Policy: p, Now: now, StorageSettled: true, StorageVersionMigration: svm("b", "", ""), Attempts: 2,
+		})
+		Expect(step.Action).To(Equal(graduation.ActionNone))
+		Expect(step.Retries).To(Equal(int32(2)), "the next failure waits longer")
+		Expect(step.Reason()).To(Equal(graduation.ReasonInTreeMigrationFailed))
+		Expect(step.Message()).To(Equal(failedReady.Message))
+		Expect(meta.FindStatusCondition(step.Conditions, graduatorv1alpha1.ConditionMigrated).Message).To(ContainSubstring("created 2 times"))
+	})
+})

@@ -586,8 +586,20 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
 		"the in-tree StorageVersionMigration %s is rewriting every %s as %s (%s, created %d times)",
 		name, p.crd.Spec.Names.Plural, target, storagemigration.PhaseOf(svm), run.StorageVersionMigration.Created)
-	return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
-		"the in-tree StorageVersionMigration %s is migrating objects to %s", name, target), true
+	s = p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+		"the in-tree StorageVersionMigration %s is migrating objects to %s", name, target)
+	if p.in.Attempts > 0 {
+		// Created again after a failure: creating it proved nothing, so until
+		// it Succeeds Ready keeps saying why the last one failed and the
+		// attempts count on (the next failure waits longer).
+		s.Retries = p.in.Attempts
+		if prev := meta.FindStatusCondition(p.status.Conditions, graduatorv1alpha1.ConditionReady); prev != nil {
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+				Type: prev.Type, Status: prev.Status, Reason: prev.Reason, Message: prev.Message,
+			})
+		}
+	}
+	return s, true
 }
 
 // ObserveInTree records in the run the outcome of the in-tree migration it
