@@ -126,12 +126,18 @@ func (r *CRDVersionPolicyReconciler) mayMigrate(ctx context.Context, policy *gra
 
 // getInTreeMigration reads, uncached, the StorageVersionMigration named
 // after the CRD when the policy's engine is StorageVersionMigration and the
-// CRD still stores an old version; nil when there is none. Uncached, because
-// the operator does not watch them: the API is 1.37's, and the right to read
-// it is granted only with the engine.
+// CRD still stores an old version, or the run has not recorded its outcome
+// yet (the in-tree migrator prunes as soon as it succeeded); nil when there
+// is none. Uncached, because the operator does not watch them: the API is
+// 1.37's, and the right to read it is granted only with the engine.
 func (r *CRDVersionPolicyReconciler) getInTreeMigration(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition) (*svmv1.StorageVersionMigration, error) {
-	if policy.Spec.Migration.Engine != graduatorv1alpha1.EngineStorageVersionMigration || len(graduation.StaleStoredVersions(crd)) == 0 {
+	if policy.Spec.Migration.Engine != graduatorv1alpha1.EngineStorageVersionMigration {
+		return nil, nil
+	}
+	run := policy.Status.Migration
+	unrecorded := run != nil && run.StorageVersionMigration != nil && run.CompletedAt == nil
+	if len(graduation.StaleStoredVersions(crd)) == 0 && !unrecorded {
 		return nil, nil
 	}
 	svm := &svmv1.StorageVersionMigration{}
