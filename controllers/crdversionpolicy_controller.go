@@ -193,7 +193,7 @@ func (r *CRDVersionPolicyReconciler) observe(ctx context.Context, g *graduationR
 		return in, &graduation.StepError{Step: "GetStorageVersionMigration", Err: err}
 	}
 	in.StorageVersionMigration = g.svm
-	graduation.ObserveInTree(&g.policy.Status, g.svm, in.Now)
+	graduation.ObserveInTree(&g.policy.Status, g.svm)
 	if in.StorageSettled, err = r.storageSettled(ctx, crd); err != nil {
 		return in, &graduation.StepError{Step: graduation.StepDiscovery, Err: err}
 	}
@@ -233,9 +233,11 @@ func (r *CRDVersionPolicyReconciler) steps() map[graduation.Action]step {
 			// (the plan keeps the attempts while it runs).
 			return g.policy.Spec.Migration.Engine != graduatorv1alpha1.EngineStorageVersionMigration
 		}, perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
-			if g.policy.Spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration {
+			if g.policy.Spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration && !inTreeSucceeded(g.policy, s) {
 				return r.driveInTree(ctx, g, s)
 			}
+			// Graduator's engine: the migration, or the check of an in-tree
+			// one from its checkpoint.
 			return r.migrate(ctx, g, s)
 		}},
 		graduation.ActionPrune: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {

@@ -166,6 +166,14 @@ func (r *CRDVersionPolicyReconciler) driveInTree(ctx context.Context, g *graduat
 			CRDGeneration: crd.Generation, StorageVersion: step.StorageVersion, StartedAt: &started,
 			StorageVersionMigration: &graduatorv1alpha1.InTreeMigration{Name: storagemigration.NameFor(crd.Name)},
 		}
+		// The checkpoint the in-tree run is checked from once it says it
+		// succeeded: the switch has settled, so whatever is written after it
+		// is stored in the new version.
+		list, err := r.Dynamic.Resource(graduation.ResourceAt(crd, step.StorageVersion)).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return fmt.Errorf("take the checkpoint of %s: %w", crd.Name, err)
+		}
+		run.ResourceVersion = list.GetResourceVersion()
 		policy.Status.Migration = run
 		r.event(policy, crd, corev1.EventTypeNormal, "MigrationStarted", "Migrate",
 			fmt.Sprintf("rewriting every %s as %s with the in-tree StorageVersionMigration %s",
@@ -396,6 +404,14 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, g *graduationR
 			run.Rewritten, crd.Spec.Names.Plural, step.StorageVersion, run.Skipped, run.Failed))
 	}
 	return nil
+}
+
+// inTreeSucceeded reports a run whose in-tree migration succeeded: what is
+// left is Graduator's check of it (migrate, from the run's checkpoint).
+func inTreeSucceeded(policy *graduatorv1alpha1.CRDVersionPolicy, step graduation.Step) bool {
+	run := policy.Status.Migration
+	return !step.Restart && run != nil && run.StorageVersionMigration != nil &&
+		run.StorageVersionMigration.Phase == string(storagemigration.Succeeded)
 }
 
 // errCRDChanged and errPolicyChanged stop a run whose premise no longer holds.

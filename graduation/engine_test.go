@@ -128,6 +128,17 @@ var _ = Describe("Plan with engine StorageVersionMigration", func() {
 			policy("v1beta1", inTreeEngine, storedSince("v1beta1", time.Minute), run(succeeded)), svm("a", svmv1.MigrationSucceeded, ""),
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true,
 				readyReason: graduation.ReasonInProgress}),
+		Entry("a Succeeded in-tree run is checked by Graduator's engine from the run's checkpoint before anything else",
+			stored(), policy("v1beta1", inTreeEngine, storedSince("v1beta1", time.Minute), run(withPhase(following("a"), "Succeeded"))),
+			svm("a", svmv1.MigrationSucceeded, ""),
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, readyReason: graduation.ReasonInProgress,
+				messageParts: []string{"verifying"}}),
+		Entry("storedVersions pruned by the in-tree migrator while this run is unchecked proves nothing: no retirement",
+			inTreeDone(crd([]string{"v1beta1"}, alphaServed, betaStorage)),
+			policy("v1beta1", inTreeEngine, storedSince("v1beta1", time.Minute), run(following("a")), deprecate("v1alpha1", "use v1beta1")),
+			svm("a", svmv1.MigrationFailed, "denied"),
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating,
+				readyReason: graduation.ReasonInTreeMigrationFailed}),
 		Entry("after the in-tree migrator pruned, the plan goes on to retire and says who migrated",
 			inTreeDone(crd([]string{"v1beta1"}, alphaServed, betaStorage)),
 			policy("v1beta1", inTreeEngine, storedSince("v1beta1", time.Minute), run(succeeded), deprecate("v1alpha1", "use v1beta1")),
@@ -144,21 +155,20 @@ var _ = Describe("ObserveInTree", func() {
 			StorageVersionMigration: &graduatorv1alpha1.InTreeMigration{Name: "graduator-pizzas", UID: "a", Phase: "Running"},
 		}}
 	}
-	It("completes the run when this run's StorageVersionMigration Succeeded", func() {
+	It("records Succeeded without completing the run: Graduator checks it first", func() {
 		status := run()
-		graduation.ObserveInTree(status, svm("a", svmv1.MigrationSucceeded, ""), now)
-		Expect(status.Migration.CompletedAt).To(Equal(ptrTime(now)))
+		graduation.ObserveInTree(status, svm("a", svmv1.MigrationSucceeded, ""))
+		Expect(status.Migration.CompletedAt).To(BeNil())
 		Expect(status.Migration.StorageVersionMigration.Phase).To(Equal("Succeeded"))
 	})
 	It("takes nothing from one of another UID (an earlier run's, or made by hand under that name)", func() {
 		status := run()
-		graduation.ObserveInTree(status, svm("b", svmv1.MigrationSucceeded, ""), now)
-		Expect(status.Migration.CompletedAt).To(BeNil())
+		graduation.ObserveInTree(status, svm("b", svmv1.MigrationSucceeded, ""))
 		Expect(status.Migration.StorageVersionMigration.Phase).To(Equal("Running"))
 	})
-	It("records a failure without completing the run", func() {
+	It("records a failure", func() {
 		status := run()
-		graduation.ObserveInTree(status, svm("a", svmv1.MigrationFailed, "webhook down"), now)
+		graduation.ObserveInTree(status, svm("a", svmv1.MigrationFailed, "webhook down"))
 		Expect(status.Migration.CompletedAt).To(BeNil())
 		Expect(status.Migration.StorageVersionMigration.Phase).To(Equal("Failed"))
 	})
@@ -171,7 +181,12 @@ var _ = Describe("StallReason of a Failed in-tree migration", func() {
 	})
 })
 
-func ptrTime(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
+func withPhase(r graduatorv1alpha1.MigrationStatus, phase string) graduatorv1alpha1.MigrationStatus {
+	ref := *r.StorageVersionMigration
+	ref.Phase = phase
+	r.StorageVersionMigration = &ref
+	return r
+}
 
 var _ = Describe("Following an in-tree migration created again after a failure", func() {
 	It("keeps the failure in Ready and counts the attempts on until it Succeeds", func() {

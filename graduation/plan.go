@@ -433,7 +433,7 @@ func (p *planner) storage(s Step, current, target string) (Step, bool) {
 // storedVersions, only after a complete clean run on this CRD generation.
 func (p *planner) migration(s Step, target string) (Step, bool) {
 	stored := p.crd.Status.StoredVersions
-	if len(stored) == 1 && stored[0] == target {
+	if len(stored) == 1 && stored[0] == target && !p.inTreeUnverified(target) {
 		reason, msg := ReasonNothingToMigrate, fmt.Sprintf("every object is stored as %s", target)
 		if run := p.status.Migration; run != nil && run.StorageVersion == target && run.CompletedAt != nil {
 			reason = ReasonMigrated
@@ -564,6 +564,20 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 			"migrating objects to %s with the in-tree StorageVersionMigration %s", target, name), true
 	}
 	name = run.StorageVersionMigration.Name
+	if run.StorageVersionMigration.Phase == string(storagemigration.Succeeded) {
+		// The in-tree migrator says it is done; Graduator's engine checks it
+		// from the checkpoint taken when the migration was created: objects
+		// written since are skipped without a write, any other is
+		// rewritten. Only this run completes the migration and allows a
+		// prune, whoever pruned storedVersions already.
+		s.Action = ActionMigrate
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
+			"the in-tree StorageVersionMigration %s succeeded; verifying that every object was written as %s since it was "+
+				"created (Graduator rewrites any it missed): %d listed, %d rewritten, %d skipped so far",
+			name, target, run.Listed, run.Rewritten, run.Skipped)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+			"verifying the in-tree migration of %s to %s", p.crd.Spec.Names.Plural, target), true
+	}
 	if !ours {
 		s.Action = ActionMigrate
 		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
@@ -602,29 +616,39 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 	return s, true
 }
 
-// ObserveInTree records in the run the outcome of the in-tree migration it
-// follows (engine StorageVersionMigration): its phase and, once it
-// Succeeded, the run's completion. A migration of another UID (an earlier
-// run's, or one made by hand under the same name) says nothing of this run.
-// The status is changed in place.
-func ObserveInTree(status *graduatorv1alpha1.CRDVersionPolicyStatus, svm *svmv1.StorageVersionMigration, now time.Time) {
+// inTreeUnverified reports a run of the in-tree engine on this CRD
+// generation that has not been verified complete: storedVersions pruned
+// meanwhile (by the in-tree migrator) proves nothing. Kubernetes 1.37.2 was
+// seen pruning after a run that Failed on its first object.
+func (p *planner) inTreeUnverified(target string) bool {
+	run := p.status.Migration
+	return p.spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration && run != nil &&
+		run.StorageVersionMigration != nil && run.StorageVersion == target && run.CRDGeneration == p.crd.Generation &&
+		run.CompletedAt == nil
+}
+
+// ObserveInTree records in the run the phase of the in-tree migration it
+// follows (engine StorageVersionMigration). Its success does not complete
+// the run: Graduator's engine verifies it first (Plan). A migration of
+// another UID (an earlier run's, or one made by hand under the same name)
+// says nothing of this run; a Succeeded phase, once seen, stays. The status
+// is changed in place.
+func ObserveInTree(status *graduatorv1alpha1.CRDVersionPolicyStatus, svm *svmv1.StorageVersionMigration) {
 	run := status.Migration
-	if run == nil || run.StorageVersionMigration == nil || svm == nil || svm.UID != run.StorageVersionMigration.UID {
+	if run == nil || run.StorageVersionMigration == nil || svm == nil || svm.UID != run.StorageVersionMigration.UID ||
+		run.StorageVersionMigration.Phase == string(storagemigration.Succeeded) {
 		return
 	}
 	phase := storagemigration.PhaseOf(svm)
 	run.StorageVersionMigration.Phase = string(phase)
 	run.Progress = string(phase)
-	if phase == storagemigration.Succeeded && run.CompletedAt == nil {
-		completed := metav1.NewTime(now)
-		run.CompletedAt = &completed
-	}
 }
 
 // migratedMessage is the Migrated condition's message of a finished run.
 func migratedMessage(run *graduatorv1alpha1.MigrationStatus, target string) string {
 	if svm := run.StorageVersionMigration; svm != nil {
-		return fmt.Sprintf("every object rewritten as %s by the in-tree StorageVersionMigration %s", target, svm.Name)
+		return fmt.Sprintf("every object rewritten as %s by the in-tree StorageVersionMigration %s, checked by Graduator "+
+			"(%d objects it had missed rewritten, %d skipped)", target, svm.Name, run.Rewritten, run.Skipped)
 	}
 	return fmt.Sprintf("%d objects rewritten as %s, %d skipped", run.Rewritten, target, run.Skipped)
 }
