@@ -198,7 +198,7 @@ var _ = Describe("Following an in-tree migration created again after a failure",
 		}))
 		p.Status.Conditions = []metav1.Condition{failedReady}
 		step := graduation.Plan(graduation.Input{
-			CRD: crd([]string{"v1alpha1", "v1beta1"}, ver{name: "v1alpha1", flags: "s"}, ver{name: "v1beta1", flags: "sS"}),
+			CRD:    crd([]string{"v1alpha1", "v1beta1"}, ver{name: "v1alpha1", flags: "s"}, ver{name: "v1beta1", flags: "sS"}),
 			Policy: p, Now: now, StorageSettled: true, StorageVersionMigration: svm("b", "", ""), Attempts: 2,
 		})
 		Expect(step.Action).To(Equal(graduation.ActionNone))
