@@ -118,7 +118,8 @@ func TestTheStatusTableFits120ColumnsAndWideShowsTheRest(t *testing.T) {
 func TestTheDescriptionOfAPolicyWithoutAPhaseSaysPending(t *testing.T) {
 	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "pizzas.restaurant.example.com"}}
 	var out bytes.Buffer
-	if err := writeDescription(&out, crd, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}, nil, time.Now()); err != nil {
+	if err := writeDescription(&out, crd, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}, nil, nil,
+		time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "Policy:           pizzas.restaurant.example.com, phase Pending\n") {
@@ -150,7 +151,8 @@ func TestDescriptionSaysWhyAGraduationIsBlocked(t *testing.T) {
 		{Type: "Normal", Reason: "MigrationStarted", Message: "rewriting every pizzas", LastTimestamp: metav1.NewTime(now.Add(-5 * time.Minute))},
 	}
 	var out bytes.Buffer
-	if err := writeDescription(&out, crd, policy, events, now); err != nil {
+	if err := writeDescription(&out, crd, policy, events,
+		[]InTreeMigration{{Name: "graduator-pizzas.restaurant.example.com", Phase: "Failed"}}, now); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -159,6 +161,7 @@ func TestDescriptionSaysWhyAGraduationIsBlocked(t *testing.T) {
 		"phase Migrating", "2 failed attempts in a row", "450 rewritten", "12 writers",
 		"failed: default/frozen: admission webhook denied",
 		"ConversionFailed", "retrying in 10s", "MigrationStarted", "5m",
+		"In-tree:          StorageVersionMigrations graduator-pizzas.restaurant.example.com (Failed)",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the description lacks %q:\n%s", want, text)
