@@ -210,14 +210,17 @@ func inTreePolicy(crdName, version string) *graduatorv1alpha1.CRDVersionPolicy {
 }
 
 // waitForStored waits until etcd holds at least n objects of the resource
-// encoded as apiVersion.
+// encoded as apiVersion. The in-tree migrator can take minutes to start: it
+// waits until the garbage collector's cache of the resource is as recent as
+// a fresh LIST ("GC cache is not up to date, requeuing"), which, with no
+// write of the resource, only a watch bookmark brings.
 func waitForStored(ctx context.Context, group, plural, apiVersion string, n int) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) int {
 		counts, err := etcd.Counts(ctx, group, plural)
 		g.Expect(err).NotTo(HaveOccurred())
 		return counts[apiVersion]
-	}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(100 * time.Millisecond).Should(BeNumerically(">=", n))
+	}).WithContext(ctx).WithTimeout(5 * time.Minute).WithPolling(100 * time.Millisecond).Should(BeNumerically(">=", n))
 }
 
 var _ = Describe("A StorageVersionMigration created by hand while a Graduator policy waits to migrate", func() {
