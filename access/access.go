@@ -99,6 +99,41 @@ func Missing(ctx context.Context, reviews authorizationv1client.SelfSubjectAcces
 	return missing, nil
 }
 
+// StorageVersionMigrations is the resource Graduator creates to drive the
+// in-tree migrator (engine StorageVersionMigration).
+var StorageVersionMigrations = schema.GroupVersionResource{
+	Group: "storagemigration.k8s.io", Version: "v1", Resource: "storageversionmigrations",
+}
+
+// InTreeNeeds lists what driving the in-tree migrator takes, beside Needs
+// (the preflight still reads and dry-run writes objects itself):
+//   - create: one StorageVersionMigration per run;
+//   - get: its conditions are followed until it Succeeded or Failed;
+//   - watch: `graduator status -w` and a user's kubectl follow it too;
+//   - delete: a Failed one is never retried by the in-tree migrator, so it is
+//     deleted and created again.
+func InTreeNeeds() []authorizationv1.ResourceAttributes {
+	r := StorageVersionMigrations
+	needs := make([]authorizationv1.ResourceAttributes, 0, 4)
+	for _, verb := range []string{"create", "get", "watch", "delete"} {
+		needs = append(needs, authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Version: r.Version, Resource: r.Resource})
+	}
+	return needs
+}
+
+// CheckInTree is Check for InTreeNeeds: may the caller drive the in-tree
+// migrator? A *Denied names the rule and the chart value that grant it.
+func CheckInTree(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface) error {
+	missing, err := Missing(ctx, reviews, InTreeNeeds()...)
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return &Denied{Resource: StorageVersionMigrations, Missing: missing}
+	}
+	return nil
+}
+
 // CheckConfig is Check with a client built from cfg.
 func CheckConfig(ctx context.Context, cfg *rest.Config, resource schema.GroupVersionResource, writeTo migration.WriteTarget) error {
 	c, err := authorizationv1client.NewForConfig(cfg)
@@ -133,6 +168,11 @@ func (d *Denied) Error() string {
 	for _, what := range order {
 		missing = append(missing, strings.Join(verbs[what], ", ")+" "+what)
 	}
+	if d.Resource == StorageVersionMigrations {
+		return fmt.Sprintf("not allowed to %s, which engine StorageVersionMigration needs; add the rule %s to a ClusterRole "+
+			"labelled %s: \"true\" (with the Helm chart: --set inTreeEngine.enabled=true); nothing was changed",
+			strings.Join(missing, " and "), d.Rule(), AggregationLabel)
+	}
 	return fmt.Sprintf("not allowed to %s; add the rule %s to a ClusterRole labelled %s: \"true\" "+
 		"(with the Helm chart: --set rbac.migrateGroups={%s}); nothing was changed",
 		strings.Join(missing, " and "), d.Rule(), AggregationLabel, d.Resource.Group)
@@ -142,8 +182,15 @@ func (d *Denied) Error() string {
 // group, in the flow style of a ClusterRole's rules, ready to paste: get,
 // list and patch on every resource of the group ("*" covers /status too).
 func (d *Denied) Rule() string {
+	if d.Resource == StorageVersionMigrations {
+		return InTreeRule
+	}
 	return RuleFor(d.Resource.Group)
 }
+
+// InTreeRule is the rule that lets the operator drive the in-tree migrator.
+const InTreeRule = `{apiGroups: ["storagemigration.k8s.io"], resources: ["storageversionmigrations"], ` +
+	`verbs: ["create", "get", "watch", "delete"]}`
 
 // RuleFor is the rule that lets the operator migrate every resource of
 // group, as one YAML flow-style line.

@@ -142,3 +142,53 @@ func TestCheckReviewFails(t *testing.T) {
 		t.Errorf("Check: %v; want the review's own error (503), not a denial", err)
 	}
 }
+
+func TestCheckInTree(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		allowed func(authorizationv1.ResourceAttributes) bool
+		wantErr string
+	}{
+		{"create, get, watch and delete allowed: no error",
+			func(authorizationv1.ResourceAttributes) bool { return true }, ""},
+		{"only delete missing (no recreate after a Failed run): named, with the rule and the chart value",
+			func(a authorizationv1.ResourceAttributes) bool { return a.Verb != "delete" },
+			`not allowed to delete storageversionmigrations.storagemigration.k8s.io, which engine StorageVersionMigration needs; ` +
+				`add the rule {apiGroups: ["storagemigration.k8s.io"], resources: ["storageversionmigrations"], ` +
+				`verbs: ["create", "get", "watch", "delete"]} to a ClusterRole labelled graduator.io/aggregate-to-manager: "true" ` +
+				`(with the Helm chart: --set inTreeEngine.enabled=true); nothing was changed`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked []string
+			clientset := fake.NewClientset()
+			clientset.PrependReactor("create", "selfsubjectaccessreviews",
+				func(action k8stesting.Action) (bool, runtime.Object, error) {
+					review := action.(k8stesting.CreateAction).GetObject().(*authorizationv1.SelfSubjectAccessReview)
+					asked = append(asked, check(*review.Spec.ResourceAttributes))
+					review.Status.Allowed = tc.allowed(*review.Spec.ResourceAttributes)
+					return true, review, nil
+				})
+			err := CheckInTree(context.Background(), clientset.AuthorizationV1().SelfSubjectAccessReviews())
+			want := []string{"create storageversionmigrations.storagemigration.k8s.io", "get storageversionmigrations.storagemigration.k8s.io",
+				"watch storageversionmigrations.storagemigration.k8s.io", "delete storageversionmigrations.storagemigration.k8s.io"}
+			if diff := cmp.Diff(want, asked); diff != "" {
+				t.Errorf("reviews (-want +got):\n%s", diff)
+			}
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("CheckInTree: %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("CheckInTree: nil, want %q", tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.wantErr, err.Error()); diff != "" {
+				t.Errorf("message (-want +got):\n%s", diff)
+			}
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("apierrors.IsForbidden(%v) = false", err)
+			}
+		})
+	}
+}

@@ -67,12 +67,18 @@ func (o *StatusOptions) describeCRD(ctx context.Context, w io.Writer, name strin
 			events = list.Items
 		}
 	}
-	return writeDescription(w, crd, policy, events, time.Now())
+	svms, err := listInTreeMigrations(ctx, o.dyn)
+	if err != nil {
+		return err
+	}
+	rows := statusRows([]apiextensionsv1.CustomResourceDefinition{*crd}, nil, nil)
+	addInTree(rows, []apiextensionsv1.CustomResourceDefinition{*crd}, svms)
+	return writeDescription(w, crd, policy, events, rows[0].InTree, time.Now())
 }
 
 // writeDescription is the pure part of describeCRD.
 func writeDescription(w io.Writer, crd *apiextensionsv1.CustomResourceDefinition, policy *graduatorv1alpha1.CRDVersionPolicy,
-	events []corev1.Event, now time.Time) error {
+	events []corev1.Event, inTree []InTreeMigration, now time.Time) error {
 	var b strings.Builder
 	row := statusRows([]apiextensionsv1.CustomResourceDefinition{*crd}, nil, nil)[0]
 	fmt.Fprintf(&b, "CRD:              %s\n", crd.Name)
@@ -81,6 +87,13 @@ func writeDescription(w io.Writer, crd *apiextensionsv1.CustomResourceDefinition
 	fmt.Fprintf(&b, "Served:           %s\n", list(row.Served))
 	if len(row.Drift) > 0 {
 		fmt.Fprintf(&b, "Drift:            objects may still be stored as %s\n", strings.Join(row.Drift, ", "))
+	}
+	if len(inTree) > 0 {
+		named := make([]string, 0, len(inTree))
+		for _, m := range inTree {
+			named = append(named, m.Name+" ("+m.Phase+")")
+		}
+		fmt.Fprintf(&b, "In-tree:          StorageVersionMigrations %s\n", strings.Join(named, ", "))
 	}
 	if policy == nil {
 		b.WriteString("Policy:           none (Graduator only reports drift for this CRD)\n")

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,6 +45,7 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/storagemigration"
 )
 
 // CRDStatus is one row of `graduator status`: the versions of a CRD and, when
@@ -76,6 +78,17 @@ type CRDStatus struct {
 	// ETA is the time the migration needs at its rate so far, when the total
 	// is known.
 	ETA string `json:"eta,omitempty"`
+	// InTree are Kubernetes' in-tree StorageVersionMigrations of the CRD's
+	// resource (1.37+), oldest first: Graduator's (engine
+	// StorageVersionMigration) and any made by hand.
+	InTree []InTreeMigration `json:"inTreeMigrations,omitempty"`
+}
+
+// InTreeMigration is one StorageVersionMigration of a CRD's resource.
+type InTreeMigration struct {
+	Name string `json:"name"`
+	// Phase is Running, Succeeded or Failed.
+	Phase string `json:"phase"`
 }
 
 // StatusOptions is `graduator status` in kubectl's plugin shape.
@@ -246,10 +259,75 @@ func collectStatus(ctx context.Context, crds []apiextensionsv1.CustomResourceDef
 		return nil, fmt.Errorf("list CRDVersionPolicies: %w", err)
 	}
 	rows := statusRows(crds, policies, undecodable)
+	svms, err := listInTreeMigrations(ctx, dyn)
+	if err != nil {
+		return nil, err
+	}
+	addInTree(rows, crds, svms)
 	for i := range rows {
 		addETA(ctx, dyn, &rows[i], crds, policies[rows[i].Name], now)
 	}
 	return rows, nil
+}
+
+// listInTreeMigrations lists the in-tree StorageVersionMigrations. They are
+// optional too: a cluster before 1.37 has none, and a user may not be
+// allowed to read them.
+func listInTreeMigrations(ctx context.Context, dyn dynamic.Interface) ([]svmv1.StorageVersionMigration, error) {
+	list, err := dyn.Resource(svmv1.SchemeGroupVersion.WithResource("storageversionmigrations")).List(ctx, metav1.ListOptions{})
+	switch {
+	case meta.IsNoMatchError(err), apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("list StorageVersionMigrations: %w", err)
+	}
+	svms := make([]svmv1.StorageVersionMigration, 0, len(list.Items))
+	for _, item := range list.Items {
+		var svm svmv1.StorageVersionMigration
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &svm); err != nil {
+			return nil, fmt.Errorf("decode StorageVersionMigration %s: %w", item.GetName(), err)
+		}
+		svms = append(svms, svm)
+	}
+	slices.SortStableFunc(svms, func(a, b svmv1.StorageVersionMigration) int {
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
+	return svms, nil
+}
+
+// addInTree gives each CRD's row the in-tree migrations of its resource.
+func addInTree(rows []CRDStatus, crds []apiextensionsv1.CustomResourceDefinition, svms []svmv1.StorageVersionMigration) {
+	byName := map[string]*CRDStatus{}
+	for i := range rows {
+		byName[rows[i].Name] = &rows[i]
+	}
+	for i := range crds {
+		row := byName[crds[i].Name]
+		if row == nil {
+			continue
+		}
+		resource := storagemigration.ResourceOf(&crds[i])
+		for j := range svms {
+			if svms[j].Spec.Resource == resource {
+				row.InTree = append(row.InTree, InTreeMigration{Name: svms[j].Name, Phase: string(storagemigration.PhaseOf(&svms[j]))})
+			}
+		}
+	}
+}
+
+// inTreeColumns are the in-tree migrations of a row: their phases for the
+// default table (names are long), name:phase for -o wide.
+func inTreeColumns(migrations []InTreeMigration) (phases, named string) {
+	if len(migrations) == 0 {
+		return "-", "-"
+	}
+	p := make([]string, 0, len(migrations))
+	n := make([]string, 0, len(migrations))
+	for _, m := range migrations {
+		p = append(p, m.Phase)
+		n = append(n, m.Name+":"+m.Phase)
+	}
+	return strings.Join(p, ","), strings.Join(n, ",")
 }
 
 // listCRDs lists every CRD, 100 at a time, and keeps what the status
@@ -421,7 +499,8 @@ func printStatusTable(w io.Writer, rows []CRDStatus, wide bool) error {
 		{Name: "CRD", Type: "string"}, {Name: "Storage", Type: "string"}, {Name: "Stored", Type: "string", Priority: 1},
 		{Name: "Served", Type: "string", Priority: 1}, {Name: "Deprecated", Type: "string", Priority: 1}, {Name: "Drift", Type: "string"},
 		{Name: "Policy", Type: "string", Priority: 1}, {Name: "Phase", Type: "string"}, {Name: "Progress", Type: "string"},
-		{Name: "Writers", Type: "string", Priority: 1}, {Name: "ETA", Type: "string"}, {Name: "Reason", Type: "string"},
+		{Name: "Writers", Type: "string", Priority: 1}, {Name: "ETA", Type: "string"}, {Name: "In-tree", Type: "string"},
+		{Name: "StorageVersionMigrations", Type: "string", Priority: 1}, {Name: "Reason", Type: "string"},
 	}}
 	for _, r := range rows {
 		writers := "-"
@@ -432,9 +511,10 @@ func printStatusTable(w io.Writer, rows []CRDStatus, wide bool) error {
 		if r.PolicyError != "" {
 			reason = "cannot decode the policy: " + r.PolicyError
 		}
+		phases, named := inTreeColumns(r.InTree)
 		table.Rows = append(table.Rows, metav1.TableRow{Cells: []any{
 			r.Name, orDash(r.StorageVersion), list(r.StoredVersions), list(r.Served), list(r.Deprecated), list(r.Drift), orDash(r.Policy),
-			orDash(r.PolicyPhase), orDash(r.Progress), writers, orDash(r.ETA), reason,
+			orDash(r.PolicyPhase), orDash(r.Progress), writers, orDash(r.ETA), phases, named, reason,
 		}})
 	}
 	return printers.NewTablePrinter(printers.PrintOptions{Wide: wide}).PrintObj(table, w)

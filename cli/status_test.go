@@ -23,7 +23,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -85,7 +87,7 @@ func TestTheStatusTableFits120ColumnsAndWideShowsTheRest(t *testing.T) {
 		Name: "pizzas.restaurant.example.com", StorageVersion: "v1beta1", StoredVersions: []string{"v1alpha1", "v1beta1"},
 		Served: []string{"v1alpha1", "v1beta1"}, Deprecated: []string{"v1alpha1"}, Drift: []string{"v1alpha1"},
 		Policy: "pizzas.restaurant.example.com", PolicyPhase: "Migrating", Progress: "1450/3000 (48%)", Writers: 24, ETA: "5s",
-		Reason: "ConversionFailed",
+		Reason: "ConversionFailed", InTree: []InTreeMigration{{Name: "graduator-pizzas.restaurant.example.com", Phase: "Running"}},
 	}, {Name: "widgets.example.com", StorageVersion: "v1", StoredVersions: []string{"v1"}, Served: []string{"v1"}}}
 	var narrow, wide bytes.Buffer
 	if err := printStatusTable(&narrow, rows, false); err != nil {
@@ -100,11 +102,12 @@ func TestTheStatusTableFits120ColumnsAndWideShowsTheRest(t *testing.T) {
 		}
 	}
 	header := strings.Fields(strings.SplitN(narrow.String(), "\n", 2)[0])
-	if want := []string{"CRD", "STORAGE", "DRIFT", "PHASE", "PROGRESS", "ETA", "REASON"}; strings.Join(header, " ") != strings.Join(want, " ") {
+	if want := []string{"CRD", "STORAGE", "DRIFT", "PHASE", "PROGRESS", "ETA", "IN-TREE", "REASON"}; strings.Join(header, " ") != strings.Join(want, " ") {
 		t.Errorf("default columns %v, want %v", header, want)
 	}
 	header = strings.Fields(strings.SplitN(wide.String(), "\n", 2)[0])
-	if want := []string{"CRD", "STORAGE", "STORED", "SERVED", "DEPRECATED", "DRIFT", "POLICY", "PHASE", "PROGRESS", "WRITERS", "ETA", "REASON"}; strings.Join(header, " ") != strings.Join(want, " ") {
+	if want := []string{"CRD", "STORAGE", "STORED", "SERVED", "DEPRECATED", "DRIFT", "POLICY", "PHASE", "PROGRESS", "WRITERS", "ETA",
+		"IN-TREE", "STORAGEVERSIONMIGRATIONS", "REASON"}; strings.Join(header, " ") != strings.Join(want, " ") {
 		t.Errorf("wide columns %v, want %v", header, want)
 	}
 	if !strings.Contains(wide.String(), "24") {
@@ -115,7 +118,8 @@ func TestTheStatusTableFits120ColumnsAndWideShowsTheRest(t *testing.T) {
 func TestTheDescriptionOfAPolicyWithoutAPhaseSaysPending(t *testing.T) {
 	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "pizzas.restaurant.example.com"}}
 	var out bytes.Buffer
-	if err := writeDescription(&out, crd, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}, nil, time.Now()); err != nil {
+	if err := writeDescription(&out, crd, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}, nil, nil,
+		time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "Policy:           pizzas.restaurant.example.com, phase Pending\n") {
@@ -147,7 +151,8 @@ func TestDescriptionSaysWhyAGraduationIsBlocked(t *testing.T) {
 		{Type: "Normal", Reason: "MigrationStarted", Message: "rewriting every pizzas", LastTimestamp: metav1.NewTime(now.Add(-5 * time.Minute))},
 	}
 	var out bytes.Buffer
-	if err := writeDescription(&out, crd, policy, events, now); err != nil {
+	if err := writeDescription(&out, crd, policy, events,
+		[]InTreeMigration{{Name: "graduator-pizzas.restaurant.example.com", Phase: "Failed"}}, now); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -156,6 +161,7 @@ func TestDescriptionSaysWhyAGraduationIsBlocked(t *testing.T) {
 		"phase Migrating", "2 failed attempts in a row", "450 rewritten", "12 writers",
 		"failed: default/frozen: admission webhook denied",
 		"ConversionFailed", "retrying in 10s", "MigrationStarted", "5m",
+		"In-tree:          StorageVersionMigrations graduator-pizzas.restaurant.example.com (Failed)",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the description lacks %q:\n%s", want, text)
@@ -185,5 +191,57 @@ func TestProgressAndETAOfARunningMigration(t *testing.T) {
 				t.Errorf("got %q, %q; want %q, %q", progress, eta, tc.progress, tc.eta)
 			}
 		})
+	}
+}
+
+// Each CRD's row lists the in-tree migrations of its own resource, oldest
+// first, whoever made them; the table shows their phases, -o wide their names.
+func TestStatusShowsTheInTreeMigrationsOfEachCRD(t *testing.T) {
+	crd := func(name, group, plural string) apiextensionsv1.CustomResourceDefinition {
+		return apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: group, Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true}}},
+			Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: []string{"v1"}},
+		}
+	}
+	crds := []apiextensionsv1.CustomResourceDefinition{
+		crd("pizzas.restaurant.example.com", "restaurant.example.com", "pizzas"), crd("widgets.example.com", "example.com", "widgets"),
+	}
+	svm := func(name, group, plural string, age time.Duration, cond svmv1.MigrationConditionType) svmv1.StorageVersionMigration {
+		m := svmv1.StorageVersionMigration{
+			ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC).Add(-age))},
+			Spec:       svmv1.StorageVersionMigrationSpec{Resource: metav1.GroupResource{Group: group, Resource: plural}},
+		}
+		if cond != "" {
+			m.Status.Conditions = []metav1.Condition{{Type: string(cond), Status: metav1.ConditionTrue}}
+		}
+		return m
+	}
+	rows := statusRows(crds, nil, nil)
+	addInTree(rows, crds, []svmv1.StorageVersionMigration{
+		svm("by-hand", "restaurant.example.com", "pizzas", 2*time.Hour, svmv1.MigrationFailed),
+		svm("graduator-pizzas.restaurant.example.com", "restaurant.example.com", "pizzas", time.Hour, ""),
+		svm("other-group-same-plural", "other.example.com", "pizzas", time.Hour, svmv1.MigrationSucceeded),
+	})
+	want := []InTreeMigration{{Name: "by-hand", Phase: "Failed"}, {Name: "graduator-pizzas.restaurant.example.com", Phase: "Running"}}
+	if diff := cmp.Diff(want, rows[0].InTree); diff != "" {
+		t.Errorf("pizzas' in-tree migrations (-want +got):\n%s", diff)
+	}
+	if rows[1].InTree != nil {
+		t.Errorf("widgets has none: %+v", rows[1].InTree)
+	}
+	var narrow, wide bytes.Buffer
+	if err := printStatusTable(&narrow, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := printStatusTable(&wide, rows, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(narrow.String(), "Failed,Running") {
+		t.Errorf("the table shows the phases:\n%s", narrow.String())
+	}
+	if !strings.Contains(wide.String(), "by-hand:Failed,graduator-pizzas.restaurant.example.com:Running") {
+		t.Errorf("-o wide shows the names:\n%s", wide.String())
 	}
 }

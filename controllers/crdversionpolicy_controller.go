@@ -27,6 +27,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -91,6 +92,11 @@ type CRDVersionPolicyReconciler struct {
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=patch
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
 //
+// The rights to drive the in-tree migrator (create, get, watch and delete
+// storageversionmigrations, engine StorageVersionMigration) are not here
+// either: the chart grants them only with inTreeEngine.enabled
+// (config/rbac/intree_engine_role.yaml for kustomize); mayMigrate checks them.
+//
 // The rights to migrate the objects of a CRD (get, list and patch on its
 // group) are not here: they come from the graduator-migrate ClusterRole,
 // which aggregates every ClusterRole labelled
@@ -138,10 +144,13 @@ func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		if err := r.take(ctx, g, step); err != nil {
 			return r.stalled(ctx, g, in, &graduation.StepError{Step: string(step.Action), Err: err})
 		}
-		if r.steps()[step.Action].check {
+		def := r.steps()[step.Action]
+		if def.check {
 			continue // its result is the next plan's input
 		}
-		r.recovered(g, in, step)
+		if def.recovers == nil || def.recovers(g) {
+			r.recovered(g, in, step)
+		}
 		g.preflight = nil
 		// Plan the next step on the policy as it is now: a pause or a new
 		// target set while the step ran must stop the graduation here.
@@ -162,7 +171,10 @@ type graduationRun struct {
 	// preflight is the result of this reconcile's preflight, for the next
 	// plan.
 	preflight *graduation.PreflightResult
-	status    *statusWriter
+	// svm is the in-tree migration named after the CRD as last read (engine
+	// StorageVersionMigration; nil: none, or another engine).
+	svm    *svmv1.StorageVersionMigration
+	status *statusWriter
 }
 
 // observe reads what Plan looks at: the CRD (uncached) and whether
@@ -177,6 +189,11 @@ func (r *CRDVersionPolicyReconciler) observe(ctx context.Context, g *graduationR
 	}
 	g.crd, in.CRD = crd, crd
 	graduation.Observe(crd, &g.policy.Status, in.Now)
+	if g.svm, err = r.getInTreeMigration(ctx, g.policy, crd); err != nil {
+		return in, &graduation.StepError{Step: "GetStorageVersionMigration", Err: err}
+	}
+	in.StorageVersionMigration = g.svm
+	graduation.ObserveInTree(&g.policy.Status, g.svm)
 	if in.StorageSettled, err = r.storageSettled(ctx, crd); err != nil {
 		return in, &graduation.StepError{Step: graduation.StepDiscovery, Err: err}
 	}
@@ -191,8 +208,11 @@ type step struct {
 	checkAccess bool
 	// check marks a step that changes nothing: its result is the next
 	// plan's input, so it neither ends a stall nor rereads the spec.
-	check   bool
-	perform func(ctx context.Context, g *graduationRun, s graduation.Step) error
+	check bool
+	// recovers, when set, says whether the step's success ends a stall;
+	// always when nil.
+	recovers func(g *graduationRun) bool
+	perform  func(ctx context.Context, g *graduationRun, s graduation.Step) error
 }
 
 // steps is the graduation as the reconciler performs it: each action Plan
@@ -207,7 +227,19 @@ func (r *CRDVersionPolicyReconciler) steps() map[graduation.Action]step {
 		graduation.ActionSwitchStorage: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
 			return r.switchStorage(ctx, g.crd, s.StorageVersion)
 		}},
-		graduation.ActionMigrate: {checkAccess: true, perform: r.migrate},
+		graduation.ActionMigrate: {checkAccess: true, recovers: func(g *graduationRun) bool {
+			// Creating an in-tree migration again is no sign that the cause
+			// of the last failure is gone: the stall lasts until it Succeeds
+			// (the plan keeps the attempts while it runs).
+			return g.policy.Spec.Migration.Engine != graduatorv1alpha1.EngineStorageVersionMigration
+		}, perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
+			if g.policy.Spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration && !inTreeSucceeded(g.policy, s) {
+				return r.driveInTree(ctx, g, s)
+			}
+			// Graduator's engine: the migration, or the check of an in-tree
+			// one from its checkpoint.
+			return r.migrate(ctx, g, s)
+		}},
 		graduation.ActionPrune: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
 			return r.prune(ctx, g.policy, g.crd, s.StorageVersion)
 		}},

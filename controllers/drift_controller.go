@@ -25,6 +25,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,12 +33,15 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/storagemigration"
 )
 
 // DriftReporter watches every CRD and reports, as a metric and an Event, a
 // stored version that is no longer the storage version: the state that
 // blocks removing an old version. It changes nothing; for CRDs without a
-// policy it is the only thing Graduator does.
+// policy it is the only thing Graduator does. A CRD that Kubernetes' in-tree
+// StorageVersionMigration is migrating is reported as such (a Normal Event
+// with reason InTreeMigrationRunning, graduator_crd_in_tree_migrating 1).
 type DriftReporter struct {
 	Client   client.Client
 	Recorder recorder.EventRecorder
@@ -49,6 +53,7 @@ func (r *DriftReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := r.Client.Get(ctx, req.NamespacedName, &crd); err != nil {
 		if apierrors.IsNotFound(err) {
 			staleStoredVersions.DeleteLabelValues(req.Name)
+			inTreeMigrating.DeleteLabelValues(req.Name)
 			policyPhase.DeletePartialMatch(map[string]string{"crd": req.Name})
 			return ctrl.Result{}, nil
 		}
@@ -56,6 +61,7 @@ func (r *DriftReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	}
 	stale := graduation.StaleStoredVersions(&crd)
 	staleStoredVersions.WithLabelValues(crd.Name).Set(float64(len(stale)))
+	inTreeMigrating.WithLabelValues(crd.Name).Set(boolGauge(storagemigration.CRDMigrating(&crd)))
 	if len(stale) == 0 {
 		return ctrl.Result{}, nil
 	}
@@ -68,13 +74,36 @@ func (r *DriftReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("get the policy of CRD %s: %w", crd.Name, err)
 	}
-	log.FromContext(ctx).Info("stale stored versions", "crd", crd.Name, "stale", stale,
-		"storageVersion", graduation.StorageVersion(&crd))
-	r.Recorder.Eventf(&crd, nil, corev1.EventTypeWarning, "StaleStoredVersions", "ReportDrift",
+	eventType, reason, message := driftReport(&crd, stale)
+	log.FromContext(ctx).Info("stale stored versions", "crd", klog.KObj(&crd), "stale", stale,
+		"storageVersion", graduation.StorageVersion(&crd), "reason", reason)
+	r.Recorder.Eventf(&crd, nil, eventType, reason, "ReportDrift", "%s", message)
+	return ctrl.Result{}, nil
+}
+
+// driftReport is the Event of a CRD without a policy that stores stale
+// versions: a warning to act, unless Kubernetes' in-tree migrator is
+// migrating it (StorageMigrating at its generation), which prunes the stale
+// versions itself when it succeeds.
+func driftReport(crd *apiextensionsv1.CustomResourceDefinition, stale []string) (eventType, reason, message string) {
+	storage := graduation.StorageVersion(crd)
+	if storagemigration.CRDMigrating(crd) {
+		return corev1.EventTypeNormal, graduation.ReasonInTreeMigrationRunning, fmt.Sprintf(
+			"status.storedVersions lists %s but the storage version is %s: an in-tree StorageVersionMigration is "+
+				"migrating %s and prunes status.storedVersions when it succeeds; see `graduator status`",
+			strings.Join(stale, ", "), storage, crd.Spec.Names.Plural+"."+crd.Spec.Group)
+	}
+	return corev1.EventTypeWarning, "StaleStoredVersions", fmt.Sprintf(
 		"status.storedVersions lists %s but the storage version is %s: objects may still be stored in the old version, "+
 			"which can then not be removed; run `graduator migrate %s --prune` or create a CRDVersionPolicy",
-		strings.Join(stale, ", "), graduation.StorageVersion(&crd), crd.Name)
-	return ctrl.Result{}, nil
+		strings.Join(stale, ", "), storage, crd.Name)
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // SetupWithManager registers the drift reporter.

@@ -41,6 +41,10 @@ var (
 		Name: "graduator_crd_stale_stored_versions",
 		Help: "Versions in a CRD's status.storedVersions that are no longer its storage version (0 when none).",
 	}, []string{"crd"})
+	inTreeMigrating = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "graduator_crd_in_tree_migrating",
+		Help: "1 while Kubernetes' in-tree StorageVersionMigration migrates a CRD's resource (its StorageMigrating condition), else 0.",
+	}, []string{"crd"})
 	policyPhase = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "graduator_policy_phase",
 		Help: "The phase of each CRDVersionPolicy: 1 for its current phase, 0 for the others.",
@@ -53,7 +57,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(staleStoredVersions, policyPhase, policyStalled)
+	crmetrics.Registry.MustRegister(staleStoredVersions, inTreeMigrating, policyPhase, policyStalled)
 }
 
 // forgetPolicy drops the series of a deleted policy, so that a dashboard

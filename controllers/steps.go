@@ -24,17 +24,22 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/internal/metrics"
 	"github.com/graduator/graduator/internal/steps"
 	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/storagemigration"
 )
 
 // preflight reads a sample of objects at the target version, which makes the
@@ -64,7 +69,111 @@ func (r *CRDVersionPolicyReconciler) samplePreflight(ctx context.Context, crd *a
 // written.
 func (r *CRDVersionPolicyReconciler) mayMigrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition, version string) error {
-	return steps.MayMigrate(ctx, r.Reviews, crd, version, policy.Spec.Migration.WriteTo)
+	if err := steps.MayMigrate(ctx, r.Reviews, crd, version, policy.Spec.Migration.WriteTo); err != nil {
+		return err
+	}
+	if policy.Spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration {
+		if err := access.CheckInTree(ctx, r.Reviews); err != nil {
+			return fmt.Errorf("check access: %w", err)
+		}
+	}
+	return nil
+}
+
+// getInTreeMigration reads, uncached, the StorageVersionMigration named
+// after the CRD when the policy's engine is StorageVersionMigration and the
+// CRD still stores an old version, or the run has not recorded its outcome
+// yet (the in-tree migrator prunes as soon as it succeeded); nil when there
+// is none. Uncached, because the operator does not watch them: the API is
+// 1.37's, and the right to read it is granted only with the engine.
+func (r *CRDVersionPolicyReconciler) getInTreeMigration(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	crd *apiextensionsv1.CustomResourceDefinition) (*svmv1.StorageVersionMigration, error) {
+	if policy.Spec.Migration.Engine != graduatorv1alpha1.EngineStorageVersionMigration {
+		return nil, nil
+	}
+	run := policy.Status.Migration
+	unrecorded := run != nil && run.StorageVersionMigration != nil && run.CompletedAt == nil
+	if len(graduation.StaleStoredVersions(crd)) == 0 && !unrecorded {
+		return nil, nil
+	}
+	svm := &svmv1.StorageVersionMigration{}
+	name := storagemigration.NameFor(crd.Name)
+	if err := r.reader().Get(ctx, client.ObjectKey{Name: name}, svm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get StorageVersionMigration %s: %w", name, err)
+	}
+	return svm, nil
+}
+
+// driveInTree carries out the migration with the in-tree migrator (engine
+// StorageVersionMigration): it creates this run's StorageVersionMigration,
+// and creates it again when it is gone or Failed. A Failed one is deleted
+// and the step fails with the in-tree migrator's words, so that the stall's
+// backoff spaces the new tries and Ready says why. Following a running one
+// is the plan's (it requeues); nothing here waits.
+func (r *CRDVersionPolicyReconciler) driveInTree(ctx context.Context, g *graduationRun, step graduation.Step) error {
+	policy, crd := g.policy, g.crd
+	run := policy.Status.Migration
+	if step.Restart || run == nil || run.StorageVersionMigration == nil {
+		started := metav1.NewTime(r.now())
+		run = &graduatorv1alpha1.MigrationStatus{
+			CRDGeneration: crd.Generation, StorageVersion: step.StorageVersion, StartedAt: &started,
+			StorageVersionMigration: &graduatorv1alpha1.InTreeMigration{Name: storagemigration.NameFor(crd.Name)},
+		}
+		// The checkpoint the in-tree run is checked from once it says it
+		// succeeded: the switch has settled, so whatever is written after it
+		// is stored in the new version.
+		list, err := r.Dynamic.Resource(graduation.ResourceAt(crd, step.StorageVersion)).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return fmt.Errorf("take the checkpoint of %s: %w", crd.Name, err)
+		}
+		run.ResourceVersion = list.GetResourceVersion()
+		policy.Status.Migration = run
+		r.event(policy, crd, corev1.EventTypeNormal, "MigrationStarted", "Migrate",
+			fmt.Sprintf("rewriting every %s as %s with the in-tree StorageVersionMigration %s",
+				crd.Spec.Names.Plural, step.StorageVersion, run.StorageVersionMigration.Name))
+	}
+	ref := run.StorageVersionMigration
+	if existing := g.svm; existing != nil {
+		phase := storagemigration.PhaseOf(existing)
+		if existing.UID == ref.UID && phase != storagemigration.Failed {
+			return nil // this run's, still running or done: the plan follows it
+		}
+		// Failed, or not this run's (an earlier run's under the same name):
+		// delete exactly that one, whoever recreated it meanwhile.
+		if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete StorageVersionMigration %s: %w", existing.Name, err)
+		}
+		g.svm = nil
+		if existing.UID == ref.UID {
+			reason, message := storagemigration.FailedMessage(existing)
+			ref.Phase, run.Progress = string(phase), string(phase)
+			return &storagemigration.FailedError{Name: existing.Name, Reason: reason, Message: message}
+		}
+	}
+	svm := &svmv1.StorageVersionMigration{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   ref.Name,
+			Labels: map[string]string{storagemigration.ManagedByLabel: storagemigration.ManagedBy},
+		},
+		Spec: svmv1.StorageVersionMigrationSpec{Resource: storagemigration.ResourceOf(crd)},
+	}
+	// Owned, so that deleting the policy deletes it (the garbage collector);
+	// not blocking the owner's deletion, which would need the right to
+	// update the policy's finalizers.
+	if err := controllerutil.SetOwnerReference(policy, svm, r.Client.Scheme()); err != nil {
+		return fmt.Errorf("own StorageVersionMigration %s: %w", ref.Name, err)
+	}
+	if err := r.Client.Create(ctx, svm); err != nil {
+		return fmt.Errorf("create StorageVersionMigration %s for %s: %w", ref.Name, crd.Name, err)
+	}
+	ref.UID, ref.Phase, ref.Created = svm.UID, string(storagemigration.Running), ref.Created+1
+	run.Progress = string(storagemigration.Running)
+	log.FromContext(ctx).Info("created the in-tree StorageVersionMigration", "storageVersionMigration", klog.KObj(svm),
+		"created", ref.Created)
+	return nil
 }
 
 // storageSettled reports whether API discovery advertises the CRD's current
@@ -229,6 +338,14 @@ func (r *CRDVersionPolicyReconciler) migrate(ctx context.Context, g *graduationR
 			run.Rewritten, crd.Spec.Names.Plural, step.StorageVersion, run.Skipped, run.Failed))
 	}
 	return nil
+}
+
+// inTreeSucceeded reports a run whose in-tree migration succeeded: what is
+// left is Graduator's check of it (migrate, from the run's checkpoint).
+func inTreeSucceeded(policy *graduatorv1alpha1.CRDVersionPolicy, step graduation.Step) bool {
+	run := policy.Status.Migration
+	return !step.Restart && run != nil && run.StorageVersionMigration != nil &&
+		run.StorageVersionMigration.Phase == string(storagemigration.Succeeded)
 }
 
 // errCRDChanged and errPolicyChanged stop a run whose premise no longer holds.

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	svmv1 "k8s.io/api/storagemigration/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -94,6 +95,10 @@ const (
 	// ReasonInTreeMigrationRunning: Kubernetes' own StorageVersionMigration
 	// migrates the CRD's resource; Graduator waits rather than run beside it.
 	ReasonInTreeMigrationRunning = "InTreeMigrationRunning"
+	// ReasonInTreeMigrationFailed: the StorageVersionMigration Graduator
+	// drives (engine StorageVersionMigration) ended Failed; it is deleted and
+	// created again after the backoff of a stalled step.
+	ReasonInTreeMigrationFailed = "InTreeMigrationFailed"
 )
 
 const (
@@ -108,6 +113,10 @@ const (
 	// inTreePollInterval is how often to look again while an in-tree
 	// StorageVersionMigration runs.
 	inTreePollInterval = 10 * time.Second
+	// inTreeFollowInterval is how often to look at the StorageVersionMigration
+	// Graduator drives while it runs: the operator does not watch them (the
+	// API and the right to watch it are optional).
+	inTreeFollowInterval = 5 * time.Second
 )
 
 // PreflightResult is the outcome of the checks the reconciler runs before the
@@ -141,6 +150,11 @@ type Input struct {
 	// Failed is the step that failed in this reconcile, with its error; nil
 	// when none did.
 	Failed *StepError
+	// StorageVersionMigration is the in-tree migration named after the CRD
+	// (storagemigration.NameFor) as read in this reconcile, when the policy's
+	// engine is StorageVersionMigration; nil when there is none. Its outcome
+	// must already be in the status (ObserveInTree).
+	StorageVersionMigration *svmv1.StorageVersionMigration
 	// Attempts is how many steps failed in a row before this plan
 	// (status.retries): while it is above 0 and the plan still has a step to
 	// take, Ready keeps saying why the last try failed.
@@ -419,11 +433,11 @@ func (p *planner) storage(s Step, current, target string) (Step, bool) {
 // storedVersions, only after a complete clean run on this CRD generation.
 func (p *planner) migration(s Step, target string) (Step, bool) {
 	stored := p.crd.Status.StoredVersions
-	if len(stored) == 1 && stored[0] == target {
+	if len(stored) == 1 && stored[0] == target && !p.inTreeUnverified(target) {
 		reason, msg := ReasonNothingToMigrate, fmt.Sprintf("every object is stored as %s", target)
 		if run := p.status.Migration; run != nil && run.StorageVersion == target && run.CompletedAt != nil {
 			reason = ReasonMigrated
-			msg = fmt.Sprintf("%d objects rewritten as %s, %d skipped", run.Rewritten, target, run.Skipped)
+			msg = migratedMessage(run, target)
 		}
 		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionTrue, reason, "%s", msg)
 		p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionTrue, ReasonPruned,
@@ -437,7 +451,13 @@ func (p *planner) migration(s Step, target string) (Step, bool) {
 	// migrator runs (it marks the CRD StorageMigrating at its generation),
 	// neither a run nor a prune starts. When it succeeds it prunes
 	// storedVersions itself, and the check above goes on to retirement.
-	if storagemigration.CRDMigrating(p.crd) {
+	if p.spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration {
+		if s, stop := p.inTreeEngine(s, target); stop {
+			return s, true
+		}
+		// The in-tree run of this CRD generation succeeded: prune below,
+		// under the same expectation as a run of Graduator's own.
+	} else if storagemigration.CRDMigrating(p.crd) {
 		s.Phase = graduatorv1alpha1.PhaseMigrating
 		s.RequeueAfter = inTreePollInterval
 		msg := storagemigration.Message(p.crd, nil)
@@ -496,13 +516,141 @@ func (p *planner) migration(s Step, target string) (Step, bool) {
 		s.Phase = graduatorv1alpha1.PhaseMigrating
 		return p.finish(s, metav1.ConditionFalse, ReasonMigrationFailed, "%s; retrying the migration", msg), true
 	}
-	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionTrue, ReasonMigrated,
-		"%d objects rewritten as %s, %d skipped", run.Rewritten, target, run.Skipped)
+	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionTrue, ReasonMigrated, "%s", migratedMessage(run, target))
 	s.Action = ActionPrune
 	s.Phase = graduatorv1alpha1.PhasePruning
 	p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionFalse, ReasonPrunePending,
 		"pruning status.storedVersions [%s] to [%s]", strings.Join(stored, ", "), target)
 	return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "pruning status.storedVersions to [%s]", target), true
+}
+
+// inTreeEngine drives the in-tree migrator (engine StorageVersionMigration)
+// once the storage switch settled: create the StorageVersionMigration of this
+// run, follow it while it runs, and have it deleted and created again when it
+// Failed (the step fails, so the stall's backoff applies). It lets the plan go
+// on to pruning only when the run's own migration Succeeded on this CRD
+// generation (ObserveInTree recorded CompletedAt).
+func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
+	run := p.status.Migration
+	svm := p.in.StorageVersionMigration
+	fresh := run == nil || run.StorageVersion != target || run.CRDGeneration != p.crd.Generation || run.StorageVersionMigration == nil
+	if !fresh && run.CompletedAt != nil {
+		return s, false
+	}
+	ours := !fresh && svm != nil && svm.UID == run.StorageVersionMigration.UID
+	s.Phase = graduatorv1alpha1.PhaseMigrating
+	if !ours && storagemigration.CRDMigrating(p.crd) {
+		// Someone else's in-tree run (one created by hand): never a second
+		// one beside it.
+		s.RequeueAfter = inTreePollInterval
+		msg := storagemigration.Message(p.crd, nil)
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonInTreeMigrationRunning, "%s", msg)
+		return p.finish(s, metav1.ConditionFalse, ReasonInTreeMigrationRunning, "%s", msg), true
+	}
+	name := storagemigration.NameFor(p.crd.Name)
+	if fresh {
+		if wait, ok := p.settling(target); ok {
+			s.RequeueAfter = wait
+			p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonSettling,
+				"waiting for every API server to store %s before creating the StorageVersionMigration %s", target, name)
+			return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+				"the storage version %s is settling; the in-tree migration starts in %s", target, wait.Round(time.Second)), true
+		}
+		s.Action = ActionMigrate
+		s.Restart = true
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
+			"creating the in-tree StorageVersionMigration %s to rewrite every object as %s", name, target)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+			"migrating objects to %s with the in-tree StorageVersionMigration %s", target, name), true
+	}
+	name = run.StorageVersionMigration.Name
+	if run.StorageVersionMigration.Phase == string(storagemigration.Succeeded) {
+		// The in-tree migrator says it is done; Graduator's engine checks it
+		// from the checkpoint taken when the migration was created: objects
+		// written since are skipped without a write, any other is
+		// rewritten. Only this run completes the migration and allows a
+		// prune, whoever pruned storedVersions already.
+		s.Action = ActionMigrate
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
+			"the in-tree StorageVersionMigration %s succeeded; verifying that every object was written as %s since it was "+
+				"created (Graduator rewrites any it missed): %d listed, %d rewritten, %d skipped so far",
+			name, target, run.Listed, run.Rewritten, run.Skipped)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+			"verifying the in-tree migration of %s to %s", p.crd.Spec.Names.Plural, target), true
+	}
+	if !ours {
+		s.Action = ActionMigrate
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
+			"the in-tree StorageVersionMigration %s of this run is gone; creating it again", name)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+			"migrating objects to %s with the in-tree StorageVersionMigration %s", target, name), true
+	}
+	if storagemigration.PhaseOf(svm) == storagemigration.Failed {
+		// The in-tree migrator never retries a Failed run: the step deletes
+		// it and fails, so that it is created again after the backoff.
+		reason, message := storagemigration.FailedMessage(svm)
+		s.Action = ActionMigrate
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonInTreeMigrationFailed,
+			"the in-tree StorageVersionMigration %s failed (%s): %s; storedVersions is not pruned", name, reason, message)
+		return p.finish(s, metav1.ConditionFalse, ReasonInTreeMigrationFailed,
+			"the in-tree StorageVersionMigration %s failed (%s): %s; deleting it to create it again", name, reason, message), true
+	}
+	// Running (or Succeeded, not yet recorded): follow it.
+	s.RequeueAfter = inTreeFollowInterval
+	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
+		"the in-tree StorageVersionMigration %s is rewriting every %s as %s (%s, created %d times)",
+		name, p.crd.Spec.Names.Plural, target, storagemigration.PhaseOf(svm), run.StorageVersionMigration.Created)
+	s = p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+		"the in-tree StorageVersionMigration %s is migrating objects to %s", name, target)
+	if p.in.Attempts > 0 {
+		// Created again after a failure: creating it proved nothing, so until
+		// it Succeeds Ready keeps saying why the last one failed and the
+		// attempts count on (the next failure waits longer).
+		s.Retries = p.in.Attempts
+		if prev := meta.FindStatusCondition(p.status.Conditions, graduatorv1alpha1.ConditionReady); prev != nil {
+			meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+				Type: prev.Type, Status: prev.Status, Reason: prev.Reason, Message: prev.Message,
+			})
+		}
+	}
+	return s, true
+}
+
+// inTreeUnverified reports a run of the in-tree engine on this CRD
+// generation that has not been verified complete: storedVersions pruned
+// meanwhile (by the in-tree migrator) proves nothing. Kubernetes 1.37.2 was
+// seen pruning after a run that Failed on its first object.
+func (p *planner) inTreeUnverified(target string) bool {
+	run := p.status.Migration
+	return p.spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration && run != nil &&
+		run.StorageVersionMigration != nil && run.StorageVersion == target && run.CRDGeneration == p.crd.Generation &&
+		run.CompletedAt == nil
+}
+
+// ObserveInTree records in the run the phase of the in-tree migration it
+// follows (engine StorageVersionMigration). Its success does not complete
+// the run: Graduator's engine verifies it first (Plan). A migration of
+// another UID (an earlier run's, or one made by hand under the same name)
+// says nothing of this run; a Succeeded phase, once seen, stays. The status
+// is changed in place.
+func ObserveInTree(status *graduatorv1alpha1.CRDVersionPolicyStatus, svm *svmv1.StorageVersionMigration) {
+	run := status.Migration
+	if run == nil || run.StorageVersionMigration == nil || svm == nil || svm.UID != run.StorageVersionMigration.UID ||
+		run.StorageVersionMigration.Phase == string(storagemigration.Succeeded) {
+		return
+	}
+	phase := storagemigration.PhaseOf(svm)
+	run.StorageVersionMigration.Phase = string(phase)
+	run.Progress = string(phase)
+}
+
+// migratedMessage is the Migrated condition's message of a finished run.
+func migratedMessage(run *graduatorv1alpha1.MigrationStatus, target string) string {
+	if svm := run.StorageVersionMigration; svm != nil {
+		return fmt.Sprintf("every object rewritten as %s by the in-tree StorageVersionMigration %s, checked by Graduator "+
+			"(%d objects it had missed rewritten, %d skipped)", target, svm.Name, run.Rewritten, run.Skipped)
+	}
+	return fmt.Sprintf("%d objects rewritten as %s, %d skipped", run.Rewritten, target, run.Skipped)
 }
 
 // settling reports how long to wait before the migration's checkpoint can be

@@ -17,6 +17,7 @@ limitations under the License.
 package graduation
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/graduator/graduator/errclass"
+	"github.com/graduator/graduator/storagemigration"
 )
 
 // Reasons of a step that failed and is retried. The Ready condition carries
@@ -89,7 +91,12 @@ func StallOf(step string, err error, attempt int32) Stall {
 
 // StallReason names the kind of problem behind a failed step.
 func StallReason(step string, err error) string {
+	var inTree *storagemigration.FailedError
 	switch {
+	case errors.As(err, &inTree):
+		// Before the conversion check: the in-tree migrator's message may
+		// name a conversion webhook, and what to look at first is its object.
+		return ReasonInTreeMigrationFailed
 	case errclass.IsConversionError(err):
 		return ReasonConversionFailed
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):

@@ -29,6 +29,8 @@ limitations under the License.
 package storagemigration
 
 import (
+	"fmt"
+
 	svmv1 "k8s.io/api/storagemigration/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -94,4 +96,50 @@ func Message(crd *apiextensionsv1.CustomResourceDefinition, running []*svmv1.Sto
 	}
 	return "the CRD's StorageMigrating condition says an in-tree storage migration runs; Graduator starts no run " +
 		"of its own beside it and goes on when it has finished"
+}
+
+// NamePrefix starts the name of every StorageVersionMigration Graduator
+// creates (engine StorageVersionMigration).
+const NamePrefix = "graduator-"
+
+// ManagedByLabel marks the StorageVersionMigrations Graduator creates, so
+// that they can be found (kubectl get storageversionmigrations -l ...).
+const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// ManagedBy is ManagedByLabel's value.
+const ManagedBy = "graduator"
+
+// NameFor returns the name of the StorageVersionMigration Graduator creates
+// for a CRD: one per CRD, found again by name after a restart. A CRD name is
+// at most 253 characters; the prefix is dropped rather than the name cut,
+// so that two CRDs never share one.
+func NameFor(crdName string) string {
+	if len(NamePrefix)+len(crdName) > 253 {
+		return crdName
+	}
+	return NamePrefix + crdName
+}
+
+// FailedMessage returns the reason and message of a Failed migration's
+// condition.
+func FailedMessage(svm *svmv1.StorageVersionMigration) (reason, message string) {
+	if c := meta.FindStatusCondition(svm.Status.Conditions, string(svmv1.MigrationFailed)); c != nil {
+		return c.Reason, c.Message
+	}
+	return "", ""
+}
+
+// FailedError is an in-tree migration that ended Failed: the in-tree
+// migrator never retries it, so Graduator deletes it and creates it again
+// after the backoff of a stalled step.
+type FailedError struct {
+	// Name of the StorageVersionMigration.
+	Name string
+	// Reason and Message are its Failed condition's.
+	Reason, Message string
+}
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("the in-tree StorageVersionMigration %s failed (%s): %s; it was deleted and is created again",
+		e.Name, e.Reason, e.Message)
 }

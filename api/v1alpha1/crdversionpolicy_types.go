@@ -18,6 +18,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // WriteTarget says where the migration sends its no-op writes.
@@ -65,6 +66,22 @@ const (
 	// concurrency, whatever that costs other clients (which keep about
 	// F / (F + concurrency) of their rate on a busy server).
 	PriorityFull Priority = "Full"
+)
+
+// Engine says which migrator rewrites the objects of a CRD.
+// +kubebuilder:validation:Enum=Graduator;StorageVersionMigration
+type Engine string
+
+const (
+	// EngineGraduator is Graduator's own engine: paged, concurrent, polite by
+	// default, with a catch-up sweep. The default.
+	EngineGraduator Engine = "Graduator"
+	// EngineStorageVersionMigration hands the rewrite to Kubernetes' in-tree
+	// migrator (storagemigration.k8s.io/v1 StorageVersionMigration, run by
+	// kube-controller-manager's storage-version-migrator-controller, GA in
+	// 1.37): Graduator creates one for the CRD's resource after the storage
+	// switch settled, follows it, and recreates it when it Failed.
+	EngineStorageVersionMigration Engine = "StorageVersionMigration"
 )
 
 // Phase is the step of the graduation a policy is in.
@@ -299,6 +316,16 @@ type MigrationSettings struct {
 	// +optional
 	// +kubebuilder:default=Background
 	Priority Priority `json:"priority,omitempty"`
+	// Engine is what rewrites the objects: Graduator (the default) or
+	// StorageVersionMigration, Kubernetes' in-tree migrator (1.37+, needs
+	// kube-controller-manager's storage-version-migrator-controller and the
+	// right to create, get, watch and delete storageversionmigrations). With
+	// StorageVersionMigration, Concurrency, PageSize, QPS, WriteTo and
+	// Priority do not apply: the in-tree migrator patches one object after
+	// another.
+	// +optional
+	// +kubebuilder:default=Graduator
+	Engine Engine `json:"engine,omitempty"`
 
 	// SettleDelay is how long to wait after the storage version switched
 	// before the migration starts, so that every API server of the control
@@ -462,6 +489,28 @@ type MigrationStatus struct {
 	// CompletedAt is when the run listed and rewrote its last object.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+
+	// StorageVersionMigration is the in-tree migration that carries out
+	// this run (engine StorageVersionMigration).
+	// +optional
+	StorageVersionMigration *InTreeMigration `json:"storageVersionMigration,omitempty"`
+}
+
+// InTreeMigration is the StorageVersionMigration Graduator created for a run.
+type InTreeMigration struct {
+	// Name of the StorageVersionMigration.
+	Name string `json:"name"`
+	// UID of the StorageVersionMigration this run follows; one with the same
+	// name and another UID is not this run's.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
+	// Phase is Running, Succeeded or Failed, as last observed.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// Created is how many times this run created it (a Failed one is
+	// deleted and created again).
+	// +optional
+	Created int32 `json:"created,omitempty"`
 }
 
 // MigrationFailure names an object the migration could not rewrite.

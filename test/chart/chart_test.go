@@ -453,3 +453,35 @@ func TestAPIPriorityAndFairness(t *testing.T) {
 		t.Errorf("config/flowcontrol's FlowSchema differs from the chart's (-chart +kustomize):\n%s", diff)
 	}
 }
+
+// The in-tree engine's rights are granted only when the value enables it,
+// and they are exactly what access.InTreeNeeds checks.
+func TestInTreeEngineRBAC(t *testing.T) {
+	var verbs []string
+	for _, need := range access.InTreeNeeds() {
+		verbs = append(verbs, need.Verb)
+	}
+	want := rbacv1.PolicyRule{APIGroups: []string{access.StorageVersionMigrations.Group},
+		Resources: []string{access.StorageVersionMigrations.Resource}, Verbs: verbs}
+	for _, tc := range []struct {
+		name  string
+		set   []string
+		grant bool
+	}{
+		{"off by default", nil, false},
+		{"inTreeEngine.enabled grants create, get, watch and delete on storageversionmigrations",
+			[]string{"inTreeEngine.enabled=true"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			migrate, all := grants(t, render(t, tc.set...))
+			if got := slices.ContainsFunc(all, func(r rbacv1.PolicyRule) bool {
+				return reaches(r, access.StorageVersionMigrations.Group, access.StorageVersionMigrations.Resource)
+			}); got != tc.grant {
+				t.Errorf("a rule reaches storageversionmigrations: %v, want %v", got, tc.grant)
+			}
+			if tc.grant && !slices.ContainsFunc(migrate, func(r rbacv1.PolicyRule) bool { return cmp.Equal(r, want) }) {
+				t.Errorf("no aggregated rule %+v in %+v", want, migrate)
+			}
+		})
+	}
+}

@@ -17,7 +17,6 @@ limitations under the License.
 package graduation_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -27,13 +26,9 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/controllers"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 // operatorOptions say who the operator is and what its requests meet.
@@ -66,25 +61,10 @@ func startOperatorWith(opts operatorOptions) *operator {
 			return rt.RoundTrip(req)
 		})
 	}
-	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  controllers.CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Specs start and stop several managers in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := envtestutil.StartOperator(opCfg, scheme)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2})).To(Succeed())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	op := &operator{cancel: cancel, done: make(chan struct{}), requests: requests}
+	op := &operator{stopManager: mgr.Stop, requests: requests}
 	DeferCleanup(op.stop)
-	go func() {
-		defer GinkgoRecover()
-		defer close(op.done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
 	return op
 }
 

@@ -23,7 +23,6 @@ import (
 	"context"
 	"net/http"
 	"testing"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -62,8 +61,7 @@ var _ = BeforeSuite(func() {
 
 // operator is a running manager with Graduator's controllers.
 type operator struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	stopManager func() error
 	// requests records every request the operator sent, in order.
 	requests *requestLog
 }
@@ -74,8 +72,7 @@ func startOperator() *operator { return startOperatorWith(operatorOptions{}) }
 // stop stops the manager the way SIGTERM does and waits until it returned;
 // it may be called again.
 func (o *operator) stop() {
-	o.cancel()
-	Eventually(o.done).WithTimeout(time.Minute).Should(BeClosed())
+	Expect(o.stopManager()).To(Succeed())
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

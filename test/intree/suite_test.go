@@ -25,17 +25,26 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
+	"github.com/graduator/graduator/test/pizzaenv"
 )
 
 var (
 	k8sClient client.Client
 	dyn       dynamic.Interface
 	etcd      *envtestutil.EtcdStore
+	cfg       *rest.Config
+	scheme    *runtime.Scheme
+	// audit is kube-apiserver's log of every patch: who wrote which object.
+	audit *envtestutil.AuditLog
 )
 
 func TestInTree(t *testing.T) {
@@ -43,8 +52,16 @@ func TestInTree(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	env := envsuite.Start(envtestutil.Options{})
-	k8sClient, dyn, etcd = env.Client, env.Dynamic, env.Etcd
+	auditDir := GinkgoT().TempDir()
+	env := envsuite.Start(envtestutil.Options{
+		OperatorCRDs: true,
+		AddToScheme:  []func(*runtime.Scheme) error{graduatorv1alpha1.AddToScheme, pizzaenv.AddToScheme},
+		Configure: func(e *envtest.Environment) (err error) {
+			audit, err = envtestutil.EnableAuditLog(e, auditDir)
+			return err
+		},
+	})
+	k8sClient, dyn, etcd, cfg, scheme = env.Client, env.Dynamic, env.Etcd, env.Config, env.Scheme
 
 	kcm, err := envtestutil.StartControllerManager(env.Environment, GinkgoWriter, envtestutil.InTreeMigratorControllers...)
 	if errors.Is(err, envtestutil.ErrNoControllerManager) {
@@ -53,3 +70,11 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(kcm.Stop)
 })
+
+// startOperator runs Graduator's manager as the suite's admin until the
+// spec ends.
+func startOperator() {
+	op, err := envtestutil.StartOperator(rest.CopyConfig(cfg), scheme)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(op.Stop()).To(Succeed()) })
+}

@@ -1,0 +1,113 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package envtestutil
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// auditPolicy records, at Metadata level, when each write that is not a
+// create completed: enough to tell who patched which object when, and small.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  verbs: ["patch", "update"]
+- level: None
+`
+
+// AuditLog is kube-apiserver's audit log of patches and updates, as JSON
+// lines in a file: the server's own account of who wrote which object, which
+// no client of the test can fake or miss.
+type AuditLog struct {
+	path string
+}
+
+// EnableAuditLog configures env's kube-apiserver (before it starts) to log
+// every patch and update in dir.
+func EnableAuditLog(env *envtest.Environment, dir string) (*AuditLog, error) {
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, fmt.Errorf("write the audit policy: %w", err)
+	}
+	log := &AuditLog{path: filepath.Join(dir, "audit.log")}
+	env.ControlPlane.GetAPIServer().Configure().
+		Set("audit-policy-file", policy).
+		Set("audit-log-path", log.path).
+		Set("audit-log-format", "json").
+		// Every event is in the file when the request returns.
+		Set("audit-log-mode", "blocking")
+	return log, nil
+}
+
+// Write is one write of an object as the audit log tells it.
+type Write struct {
+	User                      string
+	Namespace, Name, Resource string
+	Verb                      string
+	DryRun                    bool
+	Code                      int32
+	Received, Completed       time.Time
+}
+
+// Writes returns the completed writes of resource (plural) in group,
+// subresources excluded, in log order.
+func (l *AuditLog) Writes(group, resource string) ([]Write, error) {
+	f, err := os.Open(l.path)
+	if err != nil {
+		return nil, fmt.Errorf("open the audit log: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	var writes []Write
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 1<<24)
+	for scanner.Scan() {
+		var ev auditv1.Event
+		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
+			return nil, fmt.Errorf("decode an audit event: %w", err)
+		}
+		ref := ev.ObjectRef
+		if ev.Stage != auditv1.StageResponseComplete || ref == nil || ref.APIGroup != group || ref.Resource != resource ||
+			ref.Subresource != "" {
+			continue
+		}
+		w := Write{
+			User: ev.User.Username, Namespace: ref.Namespace, Name: ref.Name, Resource: ref.Resource, Verb: ev.Verb,
+			DryRun:   strings.Contains(ev.RequestURI, "dryRun="),
+			Received: ev.RequestReceivedTimestamp.Time, Completed: ev.StageTimestamp.Time,
+		}
+		if ev.ResponseStatus != nil {
+			w.Code = ev.ResponseStatus.Code
+		}
+		if w.Code == 0 {
+			w.Code = http.StatusOK
+		}
+		writes = append(writes, w)
+	}
+	return writes, scanner.Err()
+}

@@ -1,0 +1,73 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package envtestutil
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/graduator/graduator/controllers"
+)
+
+// Operator is Graduator's manager running in the test process, wired as the
+// binary wires it (controllers.CacheOptions, controllers.Setup).
+type Operator struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// StartOperator starts the manager with Graduator's controllers as cfg's
+// user (wrap cfg's transport to observe or fault its requests), without
+// metrics or probe servers, until Stop.
+func StartOperator(cfg *rest.Config, scheme *runtime.Scheme) (*Operator, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  controllers.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Specs start and stop several managers in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the manager: %w", err)
+	}
+	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2}); err != nil {
+		return nil, fmt.Errorf("set up the controllers: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	o := &Operator{cancel: cancel, done: make(chan error, 1)}
+	go func() { o.done <- mgr.Start(ctx) }()
+	return o, nil
+}
+
+// Stop stops the manager the way SIGTERM does and returns what its Start
+// returned; it may be called again.
+func (o *Operator) Stop() error {
+	o.cancel()
+	err, ok := <-o.done
+	if ok {
+		close(o.done)
+	}
+	return err
+}
