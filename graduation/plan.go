@@ -433,7 +433,7 @@ func (p *planner) storage(s Step, current, target string) (Step, bool) {
 // storedVersions, only after a complete clean run on this CRD generation.
 func (p *planner) migration(s Step, target string) (Step, bool) {
 	stored := p.crd.Status.StoredVersions
-	if len(stored) == 1 && stored[0] == target && !p.inTreeUnverified(target) {
+	if len(stored) == 1 && stored[0] == target && !p.runUnverified(target) {
 		reason, msg := ReasonNothingToMigrate, fmt.Sprintf("every object is stored as %s", target)
 		if run := p.status.Migration; run != nil && run.StorageVersion == target && run.CompletedAt != nil {
 			reason = ReasonMigrated
@@ -616,15 +616,16 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 	return s, true
 }
 
-// inTreeUnverified reports a run of the in-tree engine on this CRD
-// generation that has not been verified complete: storedVersions pruned
-// meanwhile (by the in-tree migrator) proves nothing. Kubernetes 1.37.2 was
-// seen pruning after a run that Failed on its first object.
-func (p *planner) inTreeUnverified(target string) bool {
+// runUnverified reports a run of this policy on this CRD generation that
+// started and has not completed: storedVersions pruned meanwhile, by someone
+// else, proves nothing. Kubernetes 1.37.2's in-tree migrator was seen
+// pruning after a run that Failed on its first object, whether Graduator
+// drives it (engine StorageVersionMigration) or someone created it beside a
+// run of Graduator's own engine; either run goes on and checks every object.
+func (p *planner) runUnverified(target string) bool {
 	run := p.status.Migration
-	return p.spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration && run != nil &&
-		run.StorageVersionMigration != nil && run.StorageVersion == target && run.CRDGeneration == p.crd.Generation &&
-		run.CompletedAt == nil
+	return run != nil && run.StartedAt != nil && run.StorageVersion == target &&
+		run.CRDGeneration == p.crd.Generation && run.CompletedAt == nil
 }
 
 // ObserveInTree records in the run the phase of the in-tree migration it

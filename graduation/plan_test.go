@@ -347,6 +347,12 @@ var _ = Describe("Plan", func() {
 			expect{action: graduation.ActionDeprecate, phase: graduatorv1alpha1.PhaseRetiring, versions: []string{"v1alpha1"},
 				readyReason: graduation.ReasonInProgress, condition: graduatorv1alpha1.ConditionStoredVersionsPruned,
 				condStatus: metav1.ConditionTrue, condReason: graduation.ReasonPruned}),
+		Entry("storedVersions pruned by someone else while a run of ours is unfinished proves nothing: the run goes on",
+			inTreeDone(crd([]string{"v1beta1"}, alphaServed, betaStorage)),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), deprecate("v1alpha1", "use v1beta1"), run(graduatorv1alpha1.MigrationStatus{
+				StorageVersion: "v1beta1", CRDGeneration: 5, ContinueToken: "abc", Listed: 500, StartedAt: ago(time.Minute),
+			})), nil, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, readyReason: graduation.ReasonInProgress}),
 		Entry("an unfinished run resumes from its saved progress",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
 			policy("v1beta1", storedSince("v1beta1", time.Minute), run(graduatorv1alpha1.MigrationStatus{

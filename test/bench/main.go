@@ -34,6 +34,9 @@ limitations under the License.
 //     throughput and latency alone and while the engine migrates at its
 //     defaults; then an open-loop foreground (100 writes/s) alone and
 //     during a migration, and its latency.
+//   - intree: the in-tree StorageVersionMigration (kube-controller-manager's
+//     migrator, started for the section) against the engine at its
+//     defaults, on N small objects each round.
 //   - operator: a whole graduation in the operator at its defaults, from the
 //     storage flip to storedVersions pruned, against N/ceiling + 15 s.
 //   - rss: the engine's peak RSS in a child process on N and 10xN small
@@ -75,7 +78,7 @@ import (
 	"github.com/graduator/graduator/test/envtestutil"
 )
 
-var allSections = []string{"small", "big", "curve", "polite", "operator", "rss", "crds", "snapshot"}
+var allSections = []string{"small", "big", "curve", "polite", "intree", "operator", "rss", "crds", "snapshot"}
 
 type options struct {
 	n             int
@@ -251,6 +254,7 @@ func run(ctx context.Context, o options) (err error) {
 			return b.curve(ctx, "16 KB", strings.Repeat("x", o.bigBytes))
 		}},
 		{"polite", b.polite},
+		{"intree", b.intree},
 		{"operator", b.operator},
 		{"rss", b.rss},
 		{"crds", func(ctx context.Context) error { return b.crds(ctx, manager) }},
