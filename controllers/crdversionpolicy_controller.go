@@ -194,6 +194,7 @@ func (r *CRDVersionPolicyReconciler) observe(ctx context.Context, g *graduationR
 	}
 	in.StorageVersionMigration = g.svm
 	graduation.ObserveInTree(&g.policy.Status, g.svm)
+	in.InTreeConversionFailed = r.inTreeConversion(ctx, g.policy, crd, g.svm)
 	if in.StorageSettled, err = r.storageSettled(ctx, crd); err != nil {
 		return in, &graduation.StepError{Step: graduation.StepDiscovery, Err: err}
 	}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/errclass"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/internal/metrics"
 	"github.com/graduator/graduator/internal/steps"
@@ -105,6 +106,45 @@ func (r *CRDVersionPolicyReconciler) getInTreeMigration(ctx context.Context, pol
 		return nil, fmt.Errorf("get StorageVersionMigration %s: %w", name, err)
 	}
 	return svm, nil
+}
+
+// inTreeConversion reads a few objects at an old version the CRD still
+// stores and serves while this run's in-tree migration runs, and returns
+// what the conversion webhook said when it failed to convert them: objects
+// already rewritten in the new version need it to be read at the old one.
+// The in-tree migrator retries such errors as long as they last and its
+// status does not tell them, so this is how Ready can. Empty otherwise.
+func (r *CRDVersionPolicyReconciler) inTreeConversion(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+	crd *apiextensionsv1.CustomResourceDefinition, svm *svmv1.StorageVersionMigration) string {
+	run := policy.Status.Migration
+	if svm == nil || run == nil || run.StorageVersionMigration == nil || svm.UID != run.StorageVersionMigration.UID ||
+		storagemigration.PhaseOf(svm) != storagemigration.Running {
+		return ""
+	}
+	for _, version := range graduation.StaleStoredVersions(crd) {
+		if !served(crd, version) {
+			continue
+		}
+		_, err := r.Dynamic.Resource(graduation.ResourceAt(crd, version)).List(ctx, metav1.ListOptions{Limit: steps.PreflightSample})
+		if errclass.IsConversionError(err) {
+			return fmt.Sprintf("reading %s at %s: %v", crd.Spec.Names.Plural, version, err)
+		}
+		if err != nil {
+			log.FromContext(ctx).V(1).Info("sample read while the in-tree migration runs", "version", version, "error", err.Error())
+		}
+		return ""
+	}
+	return ""
+}
+
+// served reports whether the CRD serves version.
+func served(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version {
+			return v.Served
+		}
+	}
+	return false
 }
 
 // driveInTree carries out the migration with the in-tree migrator (engine

@@ -148,6 +148,31 @@ var _ = Describe("Plan with engine StorageVersionMigration", func() {
 	)
 })
 
+var _ = Describe("Plan with engine StorageVersionMigration, the conversion webhook down", func() {
+	It("says in Ready that the running in-tree migration is stuck on conversion, and follows it", func() {
+		alphaServed := ver{name: "v1alpha1", flags: "s"}
+		betaStorage := ver{name: "v1beta1", flags: "sS"}
+		following := graduatorv1alpha1.MigrationStatus{
+			StorageVersion: "v1beta1", CRDGeneration: 5, StartedAt: ago(time.Minute),
+			StorageVersionMigration: &graduatorv1alpha1.InTreeMigration{Name: "graduator-pizzas", UID: "a", Phase: "Running", Created: 1},
+		}
+		in := graduation.Input{
+			CRD:    inTreeMigrating(crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), 5),
+			Policy: policy("v1beta1", inTreeEngine, storedSince("v1beta1", time.Minute), run(following)), Now: now, StorageSettled: true,
+			StorageVersionMigration: svm("a", "", ""),
+		}
+		Expect(meta.FindStatusCondition(graduation.Plan(in).Conditions, graduatorv1alpha1.ConditionReady).Reason).
+			To(Equal(graduation.ReasonInProgress), "no failed read: following")
+		in.InTreeConversionFailed = `reading pizzas at v1alpha1: conversion webhook for restaurant.example.com/v1beta1, Kind=Pizza failed: connection refused`
+		step := graduation.Plan(in)
+		ready := meta.FindStatusCondition(step.Conditions, graduatorv1alpha1.ConditionReady)
+		Expect(ready.Reason).To(Equal(graduation.ReasonConversionFailed))
+		Expect(ready.Message).To(And(ContainSubstring("graduator-pizzas"), ContainSubstring("connection refused")))
+		Expect(step.Action).To(Equal(graduation.ActionNone), "the in-tree migrator retries by itself")
+		Expect(step.RequeueAfter).To(BeNumerically(">", 0), "followed")
+	})
+})
+
 var _ = Describe("ObserveInTree", func() {
 	run := func() *graduatorv1alpha1.CRDVersionPolicyStatus {
 		return &graduatorv1alpha1.CRDVersionPolicyStatus{Migration: &graduatorv1alpha1.MigrationStatus{

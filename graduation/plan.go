@@ -155,6 +155,12 @@ type Input struct {
 	// engine is StorageVersionMigration; nil when there is none. Its outcome
 	// must already be in the status (ObserveInTree).
 	StorageVersionMigration *svmv1.StorageVersionMigration
+	// InTreeConversionFailed is what a sample read of the objects at an old
+	// stored version said, when it failed to convert, while this run's
+	// in-tree migration runs: the in-tree migrator retries a conversion
+	// webhook that is down for as long as it is down, and its own status
+	// does not say so. Empty when the read converted or was not made.
+	InTreeConversionFailed string
 	// Attempts is how many steps failed in a row before this plan
 	// (status.retries): while it is above 0 and the plan still has a step to
 	// take, Ready keeps saying why the last try failed.
@@ -597,6 +603,13 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 	}
 	// Running (or Succeeded, not yet recorded): follow it.
 	s.RequeueAfter = inTreeFollowInterval
+	if why := p.in.InTreeConversionFailed; why != "" {
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonConversionFailed,
+			"the in-tree StorageVersionMigration %s cannot convert objects: %s", name, why)
+		return p.finish(s, metav1.ConditionFalse, ReasonConversionFailed,
+			"the in-tree StorageVersionMigration %s is stuck on the conversion webhook (it retries by itself; nothing is "+
+				"pruned until every object is rewritten): %s", name, why), true
+	}
 	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
 		"the in-tree StorageVersionMigration %s is rewriting every %s as %s (%s, created %d times)",
 		name, p.crd.Spec.Names.Plural, target, storagemigration.PhaseOf(svm), run.StorageVersionMigration.Created)

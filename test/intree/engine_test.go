@@ -96,7 +96,7 @@ var _ = Describe("Engine StorageVersionMigration", func() {
 	// ... connection refused" in kube-controller-manager's log). This spec
 	// holds Graduator to the invariant during the outage whatever the
 	// in-tree migrator does, and to finishing once the webhook is back.
-	It("prunes nothing while the conversion webhook is down mid-run and etcd holds old objects, and ends Ready once it is back",
+	It("prunes nothing while the conversion webhook is down mid-run and etcd holds old objects, says why in Ready, and ends Ready once it is back",
 		func(ctx SpecContext) {
 			const objects = 400
 			const group = "restaurant.example.com"
@@ -128,6 +128,9 @@ var _ = Describe("Engine StorageVersionMigration", func() {
 				g.Expect(getCRD(ctx, pizzaenv.CRDName).Status.StoredVersions).To(ContainElement("v1alpha1"), "nothing is pruned")
 				g.Expect(readyOf(ctx, pizzaenv.CRDName)()).NotTo(haveStatusReason(metav1.ConditionTrue, graduation.ReasonGraduated))
 			}).WithContext(ctx).WithTimeout(15 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+			Eventually(readyOf(ctx, pizzaenv.CRDName)).WithContext(ctx).WithTimeout(time.Minute).WithPolling(250*time.Millisecond).
+				Should(haveStatusReason(metav1.ConditionFalse, graduation.ReasonConversionFailed),
+					"Ready says the in-tree migration is stuck on the conversion webhook (the migrator's status does not)")
 			during := getPolicy(ctx, pizzaenv.CRDName)
 			GinkgoWriter.Printf("during the outage: in-tree run %+v; Ready: %s\n", *during.Status.Migration.StorageVersionMigration,
 				meta.FindStatusCondition(during.Status.Conditions, graduatorv1alpha1.ConditionReady).Message)
