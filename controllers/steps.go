@@ -108,11 +108,15 @@ func (r *CRDVersionPolicyReconciler) getInTreeMigration(ctx context.Context, pol
 	return svm, nil
 }
 
-// inTreeConversion reads a few objects at an old version the CRD still
-// stores and serves while this run's in-tree migration runs, and returns
-// what the conversion webhook said when it failed to convert them: objects
-// already rewritten in the new version need it to be read at the old one.
-// The in-tree migrator retries such errors as long as they last and its
+// inTreeConversion reads a few objects at the storage version and at each
+// old version the CRD still stores and serves while this run's in-tree
+// migration runs, and returns what the conversion webhook said when it
+// failed to convert them: objects not rewritten yet need it to be read at
+// the new version, objects rewritten already to be read at an old one, so
+// the same objects read both ways meet one or the other. Each object is
+// read with a GET, which decodes what etcd holds: a LIST may be served from
+// the watch cache, whose objects were converted when they were written. The
+// in-tree migrator retries conversion errors as long as they last and its
 // status does not tell them, so this is how Ready can. Empty otherwise.
 func (r *CRDVersionPolicyReconciler) inTreeConversion(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition, svm *svmv1.StorageVersionMigration) string {
@@ -121,18 +125,22 @@ func (r *CRDVersionPolicyReconciler) inTreeConversion(ctx context.Context, polic
 		storagemigration.PhaseOf(svm) != storagemigration.Running {
 		return ""
 	}
-	for _, version := range graduation.StaleStoredVersions(crd) {
+	storage := graduation.StorageVersion(crd)
+	sample, err := r.Dynamic.Resource(graduation.ResourceAt(crd, storage)).List(ctx, metav1.ListOptions{Limit: steps.PreflightSample})
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("sample list while the in-tree migration runs", "error", err.Error())
+		return ""
+	}
+	for _, version := range append([]string{storage}, graduation.StaleStoredVersions(crd)...) {
 		if !served(crd, version) {
 			continue
 		}
-		_, err := r.Dynamic.Resource(graduation.ResourceAt(crd, version)).List(ctx, metav1.ListOptions{Limit: steps.PreflightSample})
-		if errclass.IsConversionError(err) {
-			return fmt.Sprintf("reading %s at %s: %v", crd.Spec.Names.Plural, version, err)
+		for _, obj := range sample.Items {
+			_, err := r.Dynamic.Resource(graduation.ResourceAt(crd, version)).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if errclass.IsConversionError(err) {
+				return fmt.Sprintf("reading %s at %s: %v", klog.KObj(&obj), version, err)
+			}
 		}
-		if err != nil {
-			log.FromContext(ctx).V(1).Info("sample read while the in-tree migration runs", "version", version, "error", err.Error())
-		}
-		return ""
 	}
 	return ""
 }

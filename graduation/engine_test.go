@@ -170,6 +170,14 @@ var _ = Describe("Plan with engine StorageVersionMigration, the conversion webho
 		Expect(ready.Message).To(And(ContainSubstring("graduator-pizzas"), ContainSubstring("connection refused")))
 		Expect(step.Action).To(Equal(graduation.ActionNone), "the in-tree migrator retries by itself")
 		Expect(step.RequeueAfter).To(BeNumerically(">", 0), "followed")
+
+		// The webhook is back: the next plan creates the migration again
+		// rather than wait out the in-tree migrator's backoff.
+		in.Policy.Status.Conditions = step.Conditions
+		in.InTreeConversionFailed = ""
+		again := graduation.Plan(in)
+		Expect(again.Action).To(Equal(graduation.ActionMigrate))
+		Expect(again.Restart).To(BeTrue(), "a new StorageVersionMigration, from a new checkpoint")
 	})
 })
 

@@ -610,6 +610,19 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 			"the in-tree StorageVersionMigration %s is stuck on the conversion webhook (it retries by itself; nothing is "+
 				"pruned until every object is rewritten): %s", name, why), true
 	}
+	if prev := meta.FindStatusCondition(p.status.Conditions, graduatorv1alpha1.ConditionReady); prev != nil &&
+		prev.Reason == ReasonConversionFailed {
+		// The webhook converts again, but the in-tree migrator backs off
+		// exponentially per retry and may wait many minutes before it
+		// tries once more: a new run (a new StorageVersionMigration, from a
+		// new checkpoint) starts at once.
+		s.Action, s.Restart, s.RequeueAfter = ActionMigrate, true, 0
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
+			"the conversion webhook answers again; creating the in-tree StorageVersionMigration %s again, since the "+
+				"in-tree migrator backs off for minutes after an outage", name)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+			"migrating objects to %s with the in-tree StorageVersionMigration %s, created again after the outage", target, name), true
+	}
 	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
 		"the in-tree StorageVersionMigration %s is rewriting every %s as %s (%s, created %d times)",
 		name, p.crd.Spec.Names.Plural, target, storagemigration.PhaseOf(svm), run.StorageVersionMigration.Created)
