@@ -22,44 +22,53 @@ import (
 	"time"
 )
 
-// The adaptive limit on writes in flight. A migration is background work, so
-// the limit grows only while a step up buys the engine proportionally more
-// of its own rate: the throughput elasticity, (relative gain in the engine's
-// rate) / (relative gain in its writers in flight), must stay at or above
-// a little more than one half. On an idle API server that holds below the
-// knee of the rate/writers curve (elasticity about 1) and stops past it
-// (about 0): more writers would only queue. Next to another client with F
-// writers in flight on a server that shares itself by requests in flight,
-// the engine's rate is L*C/(F+L) and its elasticity F/(F+L): it stops a
-// little short of L = F, a fair share.
-// Latency cannot make that distinction (another client's share and the
-// engine's own queue inflate it alike); the engine's own rate can.
+// The adaptive limit on writes in flight. A migration is background work:
+// it yields to other clients and takes the server's full speed when nobody
+// else needs it. Two measures decide, each from windows of the engine's own
+// writes (enough of them, and long enough, to measure a rate):
 //
-// Each window of writes (enough of them, and long enough, to measure a rate)
-// the rule either holds or probes: it tries a step up (a quarter more
-// writers), keeps it when the elasticity measured against the window just
-// before is at least 0.55, else goes back and holds a few windows. After
-// a refused step up it tries a step down (a fifth fewer) and keeps it when
-// the engine loses less than 0.65 of the step, so that a limit reached when
-// the server was idle comes down once another client needs it. A throttled or
-// failed request (429, 5xx, a timeout) halves the limit at once, and a
-// Retry-After holds every writer back for that long: API Priority and
-// Fairness says so when the server is busy with more important work.
-// PriorityFull keeps a step up while the rate rises at all and never steps
-// down: it takes what the server gives.
+//   - Its share of the writes the server stored. Every write to an etcd
+//     advances its revision by one, and each of the engine's writes is given
+//     the revision it was stored at, so the revisions between them count the
+//     other clients' writes. While others write at least a tenth of what the
+//     server stores (busyShare), the engine takes at most half (maxShare):
+//     past it the limit comes down a step each window (reason Yielding),
+//     and a step up that would pass it is not kept. Unlike a rate, the share
+//     does not move when the whole server slows down or speeds up: on the
+//     envtest control plane every client's rate swings together between
+//     about 40% and 100% every one to two seconds, far more than a step's
+//     gain, and a rule that compared the engine's rates read that swing as
+//     its own gain.
+//   - The throughput elasticity, (relative gain) / (relative gain in writers
+//     in flight), for a step up. Measured on the engine's rate while the
+//     server is otherwise idle, where it is about 1 below the knee of the
+//     rate/writers curve and about 0 past it (more writers only queue): a
+//     step is kept at 0.55 or more. Measured on the share while others
+//     write, where a step has only to show that it still buys something
+//     (busyElasticity): maxShare bounds it.
 //
-// Background never probes below floorLimit writers: only a throttle takes
-// it lower, and below it a step up is kept without asking for a gain. The
-// engine's rate cannot tell another client's writes from the server's own
-// work on the cores it shares with them (encoding, etcd, admission, the
-// client itself on a small control plane): on an idle 2-core API server the
-// curve of rate against writers bends from the first writer, as if about two
-// writers of someone else's were always in flight, and the elasticity rule
-// alone settles at a fair share against those, 3 to 6 writers and two
-// thirds of the server (docs/benchmarks.md). Eight writers reach the knee of
-// such a server, and beside a client of eight writers or more they are at
-// most the fair share the rule would settle at anyway; the chart's API
-// Priority and Fairness level bounds what they can take from anyone else.
+// Each window the rule either holds or probes. A probe measures a window a
+// step away (a quarter more writers, or a fifth fewer) and then one back at
+// the limit it started from, and compares the step with the mean of the
+// windows on both sides, which cancels a change that runs through all three.
+// After a refused step up it tries a step down, kept when the engine loses
+// less than 0.65 of the step, so that a limit reached on an idle server comes
+// down once another client needs it. A throttled or failed request (429,
+// 5xx, a timeout) halves the limit at once, and a Retry-After holds every
+// writer back for that long: API Priority and Fairness says so when the
+// server is busy with more important work. PriorityFull keeps a step up
+// while the rate rises at all, never steps down and never yields.
+//
+// On an idle server Background never probes below floorLimit writers: only a
+// throttle takes it lower, and below it a step up is kept without asking
+// for a gain. The engine's rate cannot tell the server's own work on the
+// cores it shares with the writes (encoding, etcd, admission, the client
+// itself on a small control plane) from another client's: on an idle 2-core
+// API server the curve of rate against writers bends from the first writer,
+// as if about two writers of someone else's were always in flight, and the
+// elasticity alone settles at 3 to 6 writers and two thirds of the server
+// (docs/benchmarks.md). Eight writers reach the knee of such a server. While
+// others write, the share decides and the floor is one writer.
 const (
 	// floorLimit is the fewest writers Background probes down to, and the
 	// first limit.
@@ -76,6 +85,15 @@ const (
 	// the foreground keeps about 55%; at 0.6 the limit beside 32 or 64
 	// writers sat at the simulator's 0.6F bound half of the time.
 	minElasticity = 0.55
+	// busyElasticity is minElasticity while other clients write, where
+	// the gain is measured in the engine's share of the server's writes,
+	// and maxShare bounds the limit: the share of a client beside F
+	// writers that share the server by requests in flight is L/(F+L), its
+	// elasticity 1 - L/(F+L), at least 1/2 up to maxShare. Below that, a
+	// step is kept unless the share barely moved (the server was past its
+	// knee, or the others do not compete): the bar is low enough that the
+	// noise of a window does not refuse steps the share would allow.
+	busyElasticity = 0.25
 	// downElasticity: a step down is kept when the engine's rate falls by
 	// less than this share of it. Above minElasticity on purpose: near the
 	// settling point both probes measure about minElasticity, a limit one
@@ -83,6 +101,26 @@ const (
 	// a step down at the same threshold would hold there; a higher one
 	// brings it back.
 	downElasticity = 0.65
+	// maxShare is the most of the API server's writes a Background run
+	// takes above the floor while other clients write: more writers are
+	// not tried, and fewer are taken, past it. It is measured with etcd's
+	// revision (see Window.Share), which a swing of the whole server's
+	// speed does not move; with requests in flight sharing the server, it
+	// is reached at L = F beside F writers, the fair share.
+	// maxShare is the most of the API server's writes a Background run
+	// takes while other clients write: a step up past it is not kept, and
+	// past it the limit comes down a step a window. It is measured with
+	// etcd's revision (see Window.Share), which a swing of the whole
+	// server's speed does not move. Beside F writers that share the server
+	// by requests in flight it is reached at L = F when the engine's writes
+	// cost what theirs do; the engine's cost more (each object is also
+	// listed, decoded and converted), so it stops short of F.
+	maxShare = 0.5
+	// busyShare: while the engine's share of the server's writes is above
+	// it, other clients write too little to be measured against (leases,
+	// events), and the rule treats the server as idle: its own rate tells
+	// where the knee is, and it takes no account of the share.
+	busyShare = 0.9
 	// holdWindows is how many windows the limit holds after a refused probe
 	// or a throttle before it probes again.
 	holdWindows = 3
@@ -136,6 +174,10 @@ const (
 	// LimitBackingOff: the API server throttled or failed a write (429,
 	// 5xx, timeout) and the limit was halved.
 	LimitBackingOff LimitReason = "BackingOff"
+	// LimitYielding: other clients write too, and the engine's writes were
+	// more than maxShare of all the server stored: the limit came down a
+	// step (not below the floor).
+	LimitYielding LimitReason = "Yielding"
 	// LimitFixed: Options.FixedConcurrency, no adaptation.
 	LimitFixed LimitReason = "Fixed"
 )
@@ -147,6 +189,10 @@ type Signal struct {
 	Throttled bool
 	// RetryAfter is the server's Retry-After, if any.
 	RetryAfter time.Duration
+	// Revision is the resourceVersion the server gave the write, when it
+	// stored one and it is a number: etcd's revision, which every write to
+	// that etcd, of any client, advances by one.
+	Revision uint64
 }
 
 // Window is what the engine measured of its own writes over a stretch of
@@ -161,6 +207,35 @@ type Window struct {
 	Latency time.Duration
 	// Throttled: a write the window covers was throttled or failed.
 	Throttled bool
+	// Stored is how far etcd's revision moved over the window: the writes
+	// the server stored, the engine's and every other client's (0 when the
+	// revisions are unknown). OwnStored is the engine's among them.
+	Stored, OwnStored int64
+}
+
+// busy reports whether other clients wrote at least 1 - busyShare of what
+// the server stored over the window.
+func (w Window) busy() bool {
+	share := w.Share()
+	return share >= 0 && share <= busyShare
+}
+
+// Share is the engine's share of the writes the server stored over the
+// window, in [0, 1], or -1 when unknown. Unlike a rate, it does not move
+// when the whole server slows down or speeds up: every client's writes move
+// with it alike.
+//
+// The engine's own rate is Rate's (Little's law): counting its own writes
+// in a window moves by a writer's worth at each edge. The other clients'
+// are counted: their writes are the revisions the engine's did not take.
+func (w Window) Share() float64 {
+	d := w.End.Sub(w.Start).Seconds()
+	own := w.Rate()
+	if w.Stored <= 0 || d <= 0 || own <= 0 {
+		return -1
+	}
+	others := float64(max(0, w.Stored-w.OwnStored)) / d
+	return own / (own + others)
 }
 
 // Rate is the window's writes per second: by Little's law, the writes in
@@ -185,11 +260,14 @@ type LimitState struct {
 	// Limit is the number of writers allowed in flight.
 	Limit  int
 	Reason LimitReason
-	// From is the limit before the probe when Reason is LimitProbing: the
-	// probe is kept or the limit goes back to From. 0 otherwise.
-	From int
-	// Base is the window measured at From just before the probe.
-	Base Window
+	// From and To are a probe's limits while Reason is LimitProbing: it
+	// measures a window at To, then one back at From, and compares the one
+	// at To with the mean of the windows at From on both sides of it. 0
+	// when no probe is under way.
+	From, To int
+	// Before is the window measured at From just before the probe; Probe
+	// the one measured at To (zero until measured).
+	Before, Probe Window
 	// Hold counts the windows left before the next probe.
 	Hold int
 	// Down: the next probe tries a step down.
@@ -201,19 +279,33 @@ type LimitState struct {
 func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitState {
 	clamp := func(n int) int { return min(max(n, 1), maxLimit) }
 	floor := min(floorLimit, maxLimit)
+	if w.busy() {
+		// Other clients write: the floor is there for an idle server.
+		floor = 1
+	}
 	if w.Throttled {
 		return LimitState{Limit: clamp(s.Limit / 2), Reason: LimitBackingOff, Hold: holdWindows}
 	}
-	if s.Reason == LimitProbing && s.From > 0 {
+	switch {
+	case s.Reason == LimitProbing && s.To > 0 && s.Probe.End.IsZero():
+		// The window at the step: go back to From and measure once more.
+		return LimitState{Limit: s.From, Reason: LimitProbing, From: s.From, To: s.To, Before: s.Before, Probe: w, Down: s.Down}
+	case s.Reason == LimitProbing && s.To > 0:
+		// Back at From: decide.
 		if !kept(s, w, priority) {
-			return LimitState{Limit: clamp(s.From), Reason: LimitHolding, Hold: holdWindows,
-				Down: s.Limit > s.From && priority != PriorityFull}
+			return LimitState{Limit: s.From, Reason: LimitHolding, Hold: holdWindows,
+				Down: s.To > s.From && priority != PriorityFull}
 		}
-		// Kept: probe on in the same direction, against this window.
-		s = LimitState{Limit: s.Limit, Down: s.Limit < s.From}
-	} else if s.Hold > 0 {
+		// Kept: the next window, at To, is the next probe's Before; probe
+		// on in the same direction.
+		return LimitState{Limit: s.To, Reason: LimitProbing, Down: s.To < s.From}
+	case priority != PriorityFull && w.busy() && w.Share() > maxShare && s.Limit > 1:
+		// More than its share of the server's writes: a fifth fewer
+		// writers, down to the floor, before anything else.
+		return LimitState{Limit: probe(s.Limit, true, maxLimit), Reason: LimitYielding, Hold: holdWindows, Down: true}
+	case s.Hold > 0:
 		s.Hold--
-		if s.Reason != LimitBackingOff {
+		if s.Reason != LimitBackingOff && s.Reason != LimitYielding {
 			s.Reason = LimitHolding
 		}
 		return s
@@ -228,7 +320,12 @@ func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 		// look the other way (Full never looks down).
 		return LimitState{Limit: s.Limit, Reason: LimitHolding, Hold: holdWindows, Down: !down && priority != PriorityFull}
 	}
-	return LimitState{Limit: next, Reason: LimitProbing, From: s.Limit, Base: w, Down: down}
+	if !down && next <= floor && floor > 1 && priority == PriorityBackground {
+		// Back up to the floor after a throttle: every step is kept, so
+		// there is nothing to measure.
+		return LimitState{Limit: next, Reason: LimitProbing}
+	}
+	return LimitState{Limit: next, Reason: LimitProbing, From: s.Limit, To: next, Before: w, Down: down}
 }
 
 // probe returns the limit a step up (a quarter, at least one writer) or down
@@ -240,25 +337,41 @@ func probe(n int, down bool, maxLimit int) int {
 	return min(maxLimit, max(n+1, int(float64(n)*upStep+0.5)))
 }
 
-// kept decides a probe: w was measured at s.Limit, s.Base at s.From just
-// before it.
-func kept(s LimitState, w Window, priority Priority) bool {
-	base := s.Base
-	if base.Rate() <= 0 || base.Writers <= 0 || w.Start.Sub(base.End) > maxWindowGap {
-		return false // nothing to compare with, or too long ago
+// kept decides a probe: s.Probe was measured at s.To between s.Before and
+// after, both at s.From. Comparing the step with the mean of the windows on
+// both sides of it cancels a change of the server's speed that runs through
+// all three (another client arriving, the population growing, a swing
+// slower than the windows), which a comparison with one side would read as
+// the step's own gain or loss.
+func kept(s LimitState, after Window, priority Priority) bool {
+	before, at := s.Before, s.Probe
+	if before.Rate() <= 0 || before.Writers <= 0 || after.Rate() <= 0 || after.Writers <= 0 ||
+		at.Start.Sub(before.End) > maxWindowGap || after.Start.Sub(at.End) > maxWindowGap {
+		return false // nothing to compare with, or too far apart
 	}
-	writers := w.Writers/base.Writers - 1 // the step as the engine used it
-	step := float64(s.Limit)/float64(s.From) - 1
-	gain := w.Rate()/base.Rate() - 1
-	if s.Limit > s.From {
+	writers := 2*at.Writers/(before.Writers+after.Writers) - 1 // the step as the engine used it
+	step := float64(s.To)/float64(s.From) - 1
+	gain := 2*at.Rate()/(before.Rate()+after.Rate()) - 1
+	busy := priority != PriorityFull && before.busy() && after.busy() && at.busy()
+	if busy {
+		// Other clients write: the engine's share of the server's writes
+		// measures its gain, and no swing of the whole server moves it.
+		gain = 2*at.Share()/(before.Share()+after.Share()) - 1
+	}
+	if s.To > s.From {
 		if writers < minWritersStep*step {
 			return false // the engine did not use the extra slots
 		}
 		if priority == PriorityFull {
 			return gain > 0
 		}
-		if s.Limit <= floorLimit {
-			return true // back up to the floor after a throttle
+		if busy {
+			// The share bounds the step; the gain only has to show that
+			// more writers still buy the engine something.
+			return at.Share() <= maxShare && gain >= busyElasticity*writers
+		}
+		if s.To <= floorLimit {
+			return true // back up to the floor of an idle server after a throttle
 		}
 		return gain >= minElasticity*writers
 	}
@@ -294,6 +407,11 @@ type limiter struct {
 	writerTime float64
 	latencies  time.Duration
 	last       time.Time
+	// revision is the highest etcd revision a write was given; storedFrom
+	// was it when the window opened, and ownStored counts the engine's
+	// writes stored since (Window.Stored, Window.OwnStored).
+	revision, storedFrom uint64
+	ownStored            int64
 	// rate is the last closed window's.
 	rate float64
 	// onChange is Options.OnLimit.
@@ -393,6 +511,16 @@ func (l *limiter) Release(s Signal) {
 			l.holdTill = until
 		}
 	}
+	if s.Revision > 0 {
+		// Every write stored since the window opened counts in the share,
+		// whatever the limit it was sent under. A write of an object
+		// already stored as it would be gives back the object's older
+		// revision: the server stored nothing.
+		l.revision = max(l.revision, s.Revision)
+		if !l.win.Start.IsZero() && s.Revision > l.storedFrom {
+			l.ownStored++
+		}
+	}
 	// A write started before the limit last changed tells about the old
 	// limit: it neither counts in a window nor halves the new limit again
 	// (a burst of 429s halves once, not once per write in flight).
@@ -403,8 +531,7 @@ func (l *limiter) Release(s Signal) {
 		case l.win.Start.IsZero():
 			// The first write of the new limit opens the window: from
 			// here on the writes in flight are the new limit's.
-			l.win = Window{Start: now}
-			l.writerTime, l.latencies, l.last = 0, 0, now
+			l.openWindow(now)
 		default:
 			l.win.Writes++
 			l.latencies += s.Latency
@@ -413,6 +540,10 @@ func (l *limiter) Release(s Signal) {
 				w.End = now
 				w.Writers = l.writerTime / now.Sub(w.Start).Seconds()
 				w.Latency = l.latencies / time.Duration(w.Writes)
+				if l.storedFrom > 0 {
+					// The first window has no revision to start from.
+					w.Stored, w.OwnStored = int64(l.revision-l.storedFrom), l.ownStored
+				}
 				l.rate = w.Rate()
 				l.decide(now, w)
 			}
@@ -434,8 +565,14 @@ func (l *limiter) decide(now time.Time, w Window) {
 	if next.Limit != l.state.Limit {
 		l.changed = now
 	} else {
-		l.win = Window{Start: now}
-		l.writerTime, l.latencies, l.last = 0, 0, now
+		l.openWindow(now)
 	}
 	l.state = next
+}
+
+// openWindow starts measuring a window at now.
+func (l *limiter) openWindow(now time.Time) {
+	l.win = Window{Start: now}
+	l.writerTime, l.latencies, l.last = 0, 0, now
+	l.storedFrom, l.ownStored = l.revision, 0
 }

@@ -45,6 +45,33 @@ type simServer struct {
 	// (and its clients', on the same cores), so that the rate bends from
 	// the first writer, as a 2-core envtest control plane's does.
 	overhead float64
+	// swings, when set, are the moments the whole server's speed changes
+	// between full and swingLow: a swing that every client sees at once,
+	// as the envtest control plane's rates do (both clients' rates fall
+	// together to about 40% and back, every 1.3 to 2 seconds).
+	swings   []time.Duration
+	swingLow float64
+}
+
+// swinging returns s with its speed falling to low for half of every
+// period, each period 0.7 to 1.3 times the given one (seeded, so every run
+// of a spec sees the same swings), for d.
+func (s simServer) swinging(period time.Duration, low float64, d time.Duration) simServer {
+	random := rand.New(rand.NewPCG(13, 20))
+	s.swings, s.swingLow = nil, low
+	for at := time.Duration(0); at < d; {
+		at += time.Duration((0.35 + 0.3*random.Float64()) * float64(period))
+		s.swings = append(s.swings, at)
+	}
+	return s
+}
+
+// speed is the share of its capacity the server has at elapsed.
+func (s simServer) speed(elapsed time.Duration) float64 {
+	if i, _ := slices.BinarySearch(s.swings, elapsed); i%2 == 1 {
+		return s.swingLow
+	}
+	return 1
 }
 
 func (s simServer) throughput(n int) float64 {
@@ -58,10 +85,10 @@ func (s simServer) throughput(n int) float64 {
 	return x
 }
 
-// latency of a write sent with n writes in flight, its own included, give
-// or take a fifth (jitter in [0, 1)).
-func (s simServer) latency(n int, jitter float64) time.Duration {
-	return time.Duration(float64(n) / s.throughput(n) * (0.8 + 0.4*jitter) * float64(time.Second))
+// latency of a write sent at elapsed with n writes in flight, its own
+// included, give or take a fifth (jitter in [0, 1)).
+func (s simServer) latency(elapsed time.Duration, n int, jitter float64) time.Duration {
+	return time.Duration(float64(n) / (s.throughput(n) * s.speed(elapsed)) * (0.8 + 0.4*jitter) * float64(time.Second))
 }
 
 type completion struct {
@@ -104,6 +131,10 @@ func simulate(ctx context.Context, server simServer, priority Priority, d time.D
 	}
 	var pending completions
 	var samples []sample
+	// own and others count the writes stored, the engine's and the
+	// foreground's: the revision a write is given is their sum.
+	var own uint64
+	var others float64
 	random := rand.New(rand.NewPCG(20, 26))
 	for now.Sub(start) < d {
 		for l.inFlight < l.Limit() {
@@ -113,11 +144,21 @@ func simulate(ctx context.Context, server simServer, priority Priority, d time.D
 				heap.Push(&pending, completion{at: now.Add(time.Millisecond), started: now, throttled: true})
 				continue
 			}
-			heap.Push(&pending, completion{at: now.Add(server.latency(n, random.Float64())), started: now})
+			heap.Push(&pending, completion{at: now.Add(server.latency(now.Sub(start), n, random.Float64())), started: now})
 		}
 		c := heap.Pop(&pending).(completion)
+		// The foreground's writes stored meanwhile, each taking the
+		// latency of a write sent with as many in flight.
+		if n := l.inFlight + server.foreground; server.foreground > 0 {
+			others += float64(server.foreground) / server.latency(now.Sub(start), n, 0.5).Seconds() * c.at.Sub(now).Seconds()
+		}
 		now = c.at
-		l.Release(Signal{Latency: now.Sub(c.started), Throttled: c.throttled})
+		signal := Signal{Latency: now.Sub(c.started), Throttled: c.throttled}
+		if !c.throttled {
+			own++
+			signal.Revision = own + uint64(others)
+		}
+		l.Release(signal)
 		limit, reason, _ := l.Status()
 		Expect(limit).To(BeNumerically(">=", 1), "never below one writer")
 		Expect(limit).To(BeNumerically("<=", DefaultConcurrency), "never above the bound")
@@ -197,6 +238,29 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			Expect(kept).To(BeNumerically(">=", 0.5))
 		})
 
+	DescribeTable("on a server whose speed swings for every client at once, still settles at the knee idle and near a fair share beside a foreground",
+		func(ctx SpecContext, period time.Duration) {
+			swinging := idle.swinging(period, 0.4, 120*time.Second)
+			held, least, most, outside := settled(simulate(ctx, swinging, PriorityBackground, 120*time.Second), 6, 12)
+			GinkgoWriter.Printf("idle, knee 8, swinging every %s: settled at %d (median), range [%d, %d], %.0f%% of writes outside [6, 12]\n", period, held, least, most, 100*outside)
+			Expect(held).To(BeNumerically(">=", 6))
+			Expect(held).To(BeNumerically("<=", 12))
+			for _, foreground := range []int{8, 32} {
+				swinging.foreground = foreground
+				lo, hi := 0.6*float64(foreground), 1.5*float64(foreground)
+				held, least, most, outside = settled(simulate(ctx, swinging, PriorityBackground, 120*time.Second), lo, hi)
+				GinkgoWriter.Printf("%d foreground writers, swinging every %s: settled at %d (median), range [%d, %d], %.0f%% of writes outside [%.1f, %.1f]\n",
+					foreground, period, held, least, most, 100*outside, lo, hi)
+				Expect(float64(held)).To(BeNumerically(">=", lo), "%d foreground writers", foreground)
+				Expect(float64(held)).To(BeNumerically("<=", hi), "%d foreground writers", foreground)
+				Expect(outside).To(BeNumerically("<", 0.4), "%d foreground writers: probes and noise included", foreground)
+			}
+		},
+		Entry("every 1.3 s", 1300*time.Millisecond),
+		Entry("every 2 s", 2*time.Second),
+		Entry("every 5 s", 5*time.Second),
+	)
+
 	It("comes down to a fair share when a foreground client arrives after it settled", func(ctx SpecContext) {
 		// A limit of 64 (taken with Full, or when the server was idle), and
 		// now 16 foreground writers beside it.
@@ -266,67 +330,109 @@ var _ = Describe("NextLimit: the rule", func() {
 		start := t0.Add(offset)
 		return Window{Start: start, End: start.Add(time.Second), Writes: int(rate), Writers: writers}
 	}
-	probing := func(from, to int) LimitState {
-		return LimitState{Limit: to, From: from, Reason: LimitProbing, Base: window(0, float64(from), 400)}
+	// probed is a probe from from to to whose window at to measured rate
+	// writes/s, 400 at from before it: the rule decides it on the next
+	// window, back at from.
+	probed := func(from, to int, rate float64) LimitState {
+		return LimitState{Limit: from, From: from, To: to, Reason: LimitProbing,
+			Before: window(0, float64(from), 400), Probe: window(time.Second, float64(to), rate)}
+	}
+	back := func(from int, rate float64) Window { return window(2*time.Second, float64(from), rate) }
+	// beside makes w a window during which other clients' writes were
+	// stored at others a second: the engine's share is rate/(rate+others).
+	beside := func(w Window, others float64) Window {
+		w.OwnStored = int64(w.Writes)
+		w.Stored = w.OwnStored + int64(others)
+		return w
+	}
+	// probedBeside is probed(from, to, rate) with others writing at
+	// othersBefore a second before the step and othersAt during it.
+	probedBeside := func(from, to int, rate, othersBefore, othersAt float64) LimitState {
+		s := probed(from, to, rate)
+		s.Before, s.Probe = beside(s.Before, othersBefore), beside(s.Probe, othersAt)
+		return s
 	}
 
-	DescribeTable("keeps a step while the engine's rate follows at least 0.55 of it",
+	DescribeTable("keeps a step while the engine's rate follows at least 0.55 of it, measured against the windows on both sides",
 		func(s LimitState, w Window, priority Priority, want LimitState) {
 			got := NextLimit(s, w, priority, 64)
 			Expect(got.Limit).To(Equal(want.Limit))
 			Expect(got.Reason).To(Equal(want.Reason))
 			Expect(got.Hold).To(Equal(want.Hold))
+			Expect(got.To).To(Equal(want.To))
 		},
-		Entry("the first window: probe a quarter up", LimitState{Limit: 4, Reason: LimitProbing}, window(0, 4, 400), PriorityBackground,
-			LimitState{Limit: 5, Reason: LimitProbing}),
-		Entry("one writer: a step is at least one writer", LimitState{Limit: 1, Reason: LimitHolding}, window(0, 1, 50), PriorityBackground,
-			LimitState{Limit: 2, Reason: LimitProbing}),
-		Entry("25% more writers, 17% more rate (elasticity 0.68): kept, probe on", probing(8, 10), window(time.Second, 10, 468), PriorityBackground,
-			LimitState{Limit: 13, Reason: LimitProbing}),
-		Entry("25% more writers, 12% more rate (elasticity 0.48): back, hold", probing(8, 10), window(time.Second, 10, 448), PriorityBackground,
+		Entry("the first window: probe a quarter up", LimitState{Limit: 10, Reason: LimitProbing}, window(0, 10, 400), PriorityBackground,
+			LimitState{Limit: 13, To: 13, Reason: LimitProbing}),
+		Entry("the window at the step: back to where it started, to measure again", LimitState{Limit: 13, From: 10, To: 13, Reason: LimitProbing, Before: window(0, 10, 400)},
+			window(time.Second, 13, 450), PriorityBackground, LimitState{Limit: 10, To: 13, Reason: LimitProbing}),
+		Entry("one writer: a step is at least one writer", LimitState{Limit: 1, Reason: LimitHolding}, window(0, 1, 50), PriorityFull,
+			LimitState{Limit: 2, To: 2, Reason: LimitProbing}),
+		Entry("25% more writers, 17% more rate (elasticity 0.68): kept", probed(8, 10, 468), back(8, 400), PriorityBackground,
+			LimitState{Limit: 10, Reason: LimitProbing}),
+		Entry("25% more writers, 12% more rate (elasticity 0.48): back, hold", probed(8, 10, 448), back(8, 400), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
-		Entry("the same with priority Full: any gain is kept", probing(8, 10), window(time.Second, 10, 404), PriorityFull,
-			LimitState{Limit: 13, Reason: LimitProbing}),
-		Entry("Full, no gain at all: back, hold", probing(8, 10), window(time.Second, 10, 400), PriorityFull,
+		Entry("17% more than the window before, but 9% more than the mean of both sides (the server sped up throughout): back, hold",
+			probed(8, 10, 468), back(8, 460), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
-		Entry("the engine did not use the slots (writers in flight unchanged): back", probing(8, 10), window(time.Second, 8, 500), PriorityBackground,
+		Entry("the same with priority Full: any gain is kept", probed(8, 10, 404), back(8, 400), PriorityFull,
+			LimitState{Limit: 10, Reason: LimitProbing}),
+		Entry("Full, no gain at all: back, hold", probed(8, 10, 400), back(8, 400), PriorityFull,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
-		Entry("windows far apart in time: no comparison, back", probing(8, 10), window(time.Minute, 10, 500), PriorityBackground,
+		Entry("the engine did not use the slots (writers in flight unchanged): back", LimitState{Limit: 8, From: 8, To: 10, Reason: LimitProbing,
+			Before: window(0, 8, 400), Probe: window(time.Second, 8, 500)}, back(8, 400), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
-		Entry("a fifth fewer writers, 5% less rate: kept lower, probe on down", probing(20, 16), window(time.Second, 16, 380), PriorityBackground,
-			LimitState{Limit: 13, Reason: LimitProbing}),
-		Entry("a fifth fewer writers, 11% less rate (elasticity 0.55, below 0.65): kept lower", probing(20, 16), window(time.Second, 16, 356), PriorityBackground,
-			LimitState{Limit: 13, Reason: LimitProbing}),
-		Entry("a fifth fewer writers, 15% less rate (elasticity 0.75): back up, hold", probing(20, 16), window(time.Second, 16, 340), PriorityBackground,
+		Entry("windows far apart in time: no comparison, back", probed(8, 10, 500), window(time.Minute, 8, 400), PriorityBackground,
+			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
+		Entry("a fifth fewer writers, 5% less rate: kept lower", probed(20, 16, 380), back(20, 400), PriorityBackground,
+			LimitState{Limit: 16, Reason: LimitProbing}),
+		Entry("a fifth fewer writers, 11% less rate (elasticity 0.55, below 0.65): kept lower", probed(20, 16, 356), back(20, 400), PriorityBackground,
+			LimitState{Limit: 16, Reason: LimitProbing}),
+		Entry("a fifth fewer writers, 15% less rate (elasticity 0.75): back up, hold", probed(20, 16, 340), back(20, 400), PriorityBackground,
 			LimitState{Limit: 20, Reason: LimitHolding, Hold: holdWindows}),
-		Entry("a step down stops at the floor: hold there, then look up", probing(10, 8), window(time.Second, 8, 380), PriorityBackground,
+		Entry("a step down stops at the floor: hold there, then look up", LimitState{Limit: 8, Reason: LimitProbing, Down: true}, window(0, 8, 380), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
-		Entry("below the floor (after a throttle), a step up is kept without a gain", probing(4, 5), window(time.Second, 5, 400), PriorityBackground,
-			LimitState{Limit: 6, Reason: LimitProbing}),
+		Entry("below the floor (after a throttle), a step up is taken without a measure", LimitState{Limit: 4, Reason: LimitBackingOff}, window(0, 4, 400), PriorityBackground,
+			LimitState{Limit: 5, Reason: LimitProbing}),
+		Entry("others write: more than half of the server's writes, a fifth fewer writers, below the floor too", LimitState{Limit: 8, Reason: LimitHolding},
+			beside(window(0, 8, 400), 300), PriorityBackground, LimitState{Limit: 6, Reason: LimitYielding, Hold: holdWindows}),
+		Entry("others write: half or less, no yield", LimitState{Limit: 8, Reason: LimitHolding},
+			beside(window(0, 8, 400), 400), PriorityBackground, LimitState{Limit: 10, To: 10, Reason: LimitProbing}),
+		Entry("a tenth of the writes or less are others' (leases, events): the server counts as idle, no yield", LimitState{Limit: 16, Reason: LimitHolding},
+			beside(window(0, 16, 400), 40), PriorityBackground, LimitState{Limit: 20, To: 20, Reason: LimitProbing}),
+		Entry("priority Full never yields", LimitState{Limit: 16, Reason: LimitHolding},
+			beside(window(0, 16, 400), 100), PriorityFull, LimitState{Limit: 20, To: 20, Reason: LimitProbing}),
+		Entry("others write: the server slowed for everyone during the step (10% less rate), but the share rose by a fifth: kept",
+			probedBeside(8, 10, 360, 800, 540), beside(back(8, 400), 800), PriorityBackground, LimitState{Limit: 10, Reason: LimitProbing}),
+		Entry("others write: the server sped up for everyone (17% more rate), but the share barely moved: not kept",
+			probedBeside(8, 10, 468, 800, 920), beside(back(8, 400), 800), PriorityBackground, LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
+		Entry("others write: a step that takes the share past half is not kept",
+			probedBeside(8, 10, 500, 450, 450), beside(back(8, 400), 450), PriorityBackground, LimitState{Limit: 8, Reason: LimitHolding, Hold: holdWindows}),
 		Entry("holding: one window fewer to wait", LimitState{Limit: 8, Reason: LimitHolding, Hold: 2}, window(0, 8, 400), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding, Hold: 1}),
 		Entry("a 429, 5xx or timeout: halve, hold", LimitState{Limit: 10, Reason: LimitHolding}, Window{Throttled: true}, PriorityBackground,
 			LimitState{Limit: 5, Reason: LimitBackingOff, Hold: holdWindows}),
+		Entry("a throttle mid-probe: halve from where it is, hold", probed(8, 10, 400), Window{Throttled: true}, PriorityBackground,
+			LimitState{Limit: 4, Reason: LimitBackingOff, Hold: holdWindows}),
 		Entry("never below one writer", LimitState{Limit: 1, Reason: LimitBackingOff}, Window{Throttled: true}, PriorityFull,
 			LimitState{Limit: 1, Reason: LimitBackingOff, Hold: holdWindows}),
-		Entry("never above the bound (concurrency)", probing(50, 60), window(time.Second, 60, 480), PriorityFull,
-			LimitState{Limit: 64, Reason: LimitProbing}),
-		Entry("at the bound: hold", probing(60, 64), window(time.Second, 64, 427), PriorityFull,
+		Entry("never above the bound (concurrency)", LimitState{Limit: 60, Reason: LimitProbing}, window(0, 60, 480), PriorityFull,
+			LimitState{Limit: 64, To: 64, Reason: LimitProbing}),
+		Entry("at the bound: hold", LimitState{Limit: 64, Reason: LimitProbing}, window(0, 64, 427), PriorityFull,
 			LimitState{Limit: 64, Reason: LimitHolding, Hold: holdWindows}),
 	)
 
 	It("after a refused step up, tries a step down (Background only)", func() {
-		back := NextLimit(probing(16, 20), window(time.Second, 20, 400), PriorityBackground, 64)
+		refused := NextLimit(probed(16, 20, 400), back(16, 400), PriorityBackground, 64)
 		for range holdWindows {
-			back = NextLimit(back, window(2*time.Second, 16, 400), PriorityBackground, 64)
+			refused = NextLimit(refused, window(3*time.Second, 16, 400), PriorityBackground, 64)
 		}
-		Expect(NextLimit(back, window(3*time.Second, 16, 400), PriorityBackground, 64)).To(And(
+		Expect(NextLimit(refused, window(4*time.Second, 16, 400), PriorityBackground, 64)).To(And(
 			HaveField("Limit", 13), HaveField("Reason", LimitProbing)))
-		full := NextLimit(probing(16, 20), window(time.Second, 20, 400), PriorityFull, 64)
+		full := NextLimit(probed(16, 20, 400), back(16, 400), PriorityFull, 64)
 		for range holdWindows {
-			full = NextLimit(full, window(2*time.Second, 16, 400), PriorityFull, 64)
+			full = NextLimit(full, window(3*time.Second, 16, 400), PriorityFull, 64)
 		}
-		Expect(NextLimit(full, window(3*time.Second, 16, 400), PriorityFull, 64)).To(HaveField("Limit", 20))
+		Expect(NextLimit(full, window(4*time.Second, 16, 400), PriorityFull, 64)).To(HaveField("Limit", 20))
 	})
 
 	It("measures windows of the writes made under the current limit only", func(ctx SpecContext) {
@@ -351,11 +457,42 @@ var _ = Describe("NextLimit: the rule", func() {
 		Expect(limit).To(Equal(10), "probing a quarter up")
 		Expect(reason).To(Equal(LimitProbing))
 		Expect(rate).To(BeNumerically("~", 800, 40))
-		Expect(l.state.Base.Writers).To(BeNumerically("~", 8, 0.1))
+		Expect(l.state.Before.Writers).To(BeNumerically("~", 8, 0.1))
 		// The writes in flight from before the change do not open the new
 		// window: only writes sent under 10 do.
 		Expect(l.inFlight).To(Equal(0))
 		Expect(l.win.Start.IsZero()).To(BeTrue())
+	})
+
+	It("counts the writes the server stored by etcd's revision: its own, and others' in between", func(ctx SpecContext) {
+		l := newLimiter(64, false, "")
+		now := time.Now()
+		l.now = func() time.Time { return now }
+		l.state = LimitState{Limit: 8, Reason: LimitProbing}
+		revision := uint64(1000)
+		for first := true; l.state.To == 0; first = false {
+			for range 8 {
+				Expect(l.Acquire(ctx)).To(Succeed())
+			}
+			now = now.Add(10 * time.Millisecond)
+			for i := range 8 {
+				if i == 0 && !first {
+					// An object already stored as it would be: the server
+					// stored nothing and gave back its old revision.
+					l.Release(Signal{Latency: 10 * time.Millisecond, Revision: 7})
+					continue
+				}
+				revision += 3 // two writes of other clients, then this one
+				l.Release(Signal{Latency: 10 * time.Millisecond, Revision: revision})
+			}
+		}
+		w := l.state.Before
+		Expect(w.OwnStored).To(BeNumerically(">", 0))
+		Expect(w.Stored).To(BeNumerically("~", 3*w.OwnStored, 3), "every revision between the engine's writes is another client's write")
+		// 8 writers, 10 ms each: 800 writes/s of its own, 7 of 8 stored.
+		// Others: two writes per write stored, 1400/s. Share 800/2200.
+		Expect(w.Share()).To(BeNumerically("~", 800.0/2200, 0.02))
+		Expect(w.busy()).To(BeTrue())
 	})
 
 	It("holds every writer back for a Retry-After, and frees a slot on release", func(ctx SpecContext) {

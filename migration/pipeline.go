@@ -346,6 +346,9 @@ func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion)
 		start := time.Now()
 		written, err := r.objects.patch(ctx, obj.Namespace, obj.Name, NoOpPatch(target), r.opts.WriteTo.Subresources())
 		signal := Signal{Latency: time.Since(start), Throttled: errclass.Retriable(err) || errclass.IsTimeout(err)}
+		if err == nil {
+			signal.Revision, _ = strconv.ParseUint(written.ResourceVersion, 10, 64)
+		}
 		if seconds, ok := apierrors.SuggestsClientDelay(err); ok {
 			signal.RetryAfter = time.Duration(seconds) * time.Second
 		}

@@ -453,7 +453,9 @@ type MigrationStatus struct {
 	Writers int32 `json:"writers,omitempty"`
 	// WritersReason says what the limit was doing when last reported:
 	// Probing (trying a step), Holding (waiting before the next probe),
-	// BackingOff (halved after a 429, 5xx or timeout) or Fixed.
+	// BackingOff (halved after a 429, 5xx or timeout), Yielding (came down
+	// a step: other clients write, and the engine took more than half of
+	// the writes the API server stored) or Fixed.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	WritersReason string `json:"writersReason,omitempty"`
