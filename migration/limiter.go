@@ -68,12 +68,21 @@ import (
 // as if about two writers of someone else's were always in flight, and the
 // elasticity alone settles at 3 to 6 writers and two thirds of the server
 // (docs/benchmarks.md). Eight writers reach the knee of such a server. While
-// others write, the share decides and the floor is one writer.
+// others write, the share decides, down to busyFloorLimit writers.
 const (
 	// floorLimit is the fewest writers Background probes down to, and the
 	// first limit.
-	floorLimit   = InitialLimit
-	initialLimit = InitialLimit
+	floorLimit = InitialLimit
+	// busyFloorLimit is the fewest writers Background yields down to while
+	// other clients write. Many of those do not compete for the server as
+	// the engine does (leases, events, a controller that writes at the pace
+	// of what it watches): their rate does not grow when the engine yields,
+	// and the engine's share of the writes cannot tell them from a client
+	// that waits for each write. Four writers keep a migration moving beside
+	// them, and beside a client that does compete, the share settles above
+	// four writers anyway (docs/benchmarks.md).
+	busyFloorLimit = 4
+	initialLimit   = InitialLimit
 	// upStep and downStep are the probes' sizes, in quarters and fifths
 	// (at least one writer).
 	upStep, downStep = 1.25, 0.8
@@ -279,9 +288,8 @@ type LimitState struct {
 func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitState {
 	clamp := func(n int) int { return min(max(n, 1), maxLimit) }
 	floor := min(floorLimit, maxLimit)
-	if w.busy() {
-		// Other clients write: the floor is there for an idle server.
-		floor = 1
+	if w.busy() && priority != PriorityFull {
+		floor = min(busyFloorLimit, maxLimit)
 	}
 	if w.Throttled {
 		return LimitState{Limit: clamp(s.Limit / 2), Reason: LimitBackingOff, Hold: holdWindows}
@@ -299,10 +307,10 @@ func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 		// Kept: the next window, at To, is the next probe's Before; probe
 		// on in the same direction.
 		return LimitState{Limit: s.To, Reason: LimitProbing, Down: s.To < s.From}
-	case priority != PriorityFull && w.busy() && w.Share() > maxShare && s.Limit > 1:
+	case priority != PriorityFull && w.busy() && w.Share() > maxShare && s.Limit > floor:
 		// More than its share of the server's writes: a fifth fewer
 		// writers, down to the floor, before anything else.
-		return LimitState{Limit: probe(s.Limit, true, maxLimit), Reason: LimitYielding, Hold: holdWindows, Down: true}
+		return LimitState{Limit: max(floor, probe(s.Limit, true, maxLimit)), Reason: LimitYielding, Hold: holdWindows, Down: true}
 	case s.Hold > 0:
 		s.Hold--
 		if s.Reason != LimitBackingOff && s.Reason != LimitYielding {
@@ -320,7 +328,7 @@ func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 		// look the other way (Full never looks down).
 		return LimitState{Limit: s.Limit, Reason: LimitHolding, Hold: holdWindows, Down: !down && priority != PriorityFull}
 	}
-	if !down && next <= floor && floor > 1 && priority == PriorityBackground {
+	if !down && next <= floor && priority == PriorityBackground {
 		// Back up to the floor after a throttle: every step is kept, so
 		// there is nothing to measure.
 		return LimitState{Limit: next, Reason: LimitProbing}
