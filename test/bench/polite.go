@@ -119,6 +119,7 @@ func (b *bench) polite(ctx context.Context) error {
 		fmt.Printf("%-42s %8.0f writes/s   (%d writes in %s)\n", "foreground while the engine migrates", during, writes, elapsed.Round(time.Millisecond))
 		fmt.Printf("%-42s %8.0f objects/s  (%d objects in %s)\n", "engine (defaults) meanwhile", float64(n)/elapsed.Seconds(), n, elapsed.Round(time.Millisecond))
 		fmt.Printf("  (adaptive writer limit: %s)\n", t)
+		fmt.Printf("  (the engine's share of the writes meanwhile: %.0f%%)\n", 100*float64(n)/(float64(n)+float64(writes)))
 		settled = append(settled, t.settled())
 		if err := b.drop(ctx, gvr.Group); err != nil {
 			return err
