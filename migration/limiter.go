@@ -47,11 +47,9 @@ import (
 //     write, where a step has only to show that it still buys something
 //     (busyElasticity): maxShare bounds it.
 //
-// Each window the rule either holds or probes. A probe measures a window a
-// step away (a quarter more writers, or a fifth fewer) and then one back at
-// the limit it started from, and compares the step with the mean of the
-// windows on both sides, which cancels a change that runs through all three.
-// After a refused step up it tries a step down, kept when the engine loses
+// Each window the rule either holds or probes: it tries a step (a quarter
+// more writers, or a fifth fewer) and judges it against the window just
+// before. After a refused step up it tries a step down, kept when the engine loses
 // less than 0.65 of the step, so that a limit reached on an idle server comes
 // down once another client needs it. A throttled or failed request (429,
 // 5xx, a timeout) halves the limit at once, and a Retry-After holds every
@@ -269,14 +267,11 @@ type LimitState struct {
 	// Limit is the number of writers allowed in flight.
 	Limit  int
 	Reason LimitReason
-	// From and To are a probe's limits while Reason is LimitProbing: it
-	// measures a window at To, then one back at From, and compares the one
-	// at To with the mean of the windows at From on both sides of it. 0
-	// when no probe is under way.
-	From, To int
-	// Before is the window measured at From just before the probe; Probe
-	// the one measured at To (zero until measured).
-	Before, Probe Window
+	// From is the limit before the probe when Reason is LimitProbing: the
+	// probe is kept or the limit goes back to From. 0 otherwise.
+	From int
+	// Base is the window measured at From just before the probe.
+	Base Window
 	// Hold counts the windows left before the next probe.
 	Hold int
 	// Down: the next probe tries a step down.
@@ -295,18 +290,13 @@ func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 		return LimitState{Limit: clamp(s.Limit / 2), Reason: LimitBackingOff, Hold: holdWindows}
 	}
 	switch {
-	case s.Reason == LimitProbing && s.To > 0 && s.Probe.End.IsZero():
-		// The window at the step: go back to From and measure once more.
-		return LimitState{Limit: s.From, Reason: LimitProbing, From: s.From, To: s.To, Before: s.Before, Probe: w, Down: s.Down}
-	case s.Reason == LimitProbing && s.To > 0:
-		// Back at From: decide.
+	case s.Reason == LimitProbing && s.From > 0:
 		if !kept(s, w, priority) {
-			return LimitState{Limit: s.From, Reason: LimitHolding, Hold: holdWindows,
-				Down: s.To > s.From && priority != PriorityFull}
+			return LimitState{Limit: clamp(s.From), Reason: LimitHolding, Hold: holdWindows,
+				Down: s.Limit > s.From && priority != PriorityFull}
 		}
-		// Kept: the next window, at To, is the next probe's Before; probe
-		// on in the same direction.
-		return LimitState{Limit: s.To, Reason: LimitProbing, Down: s.To < s.From}
+		// Kept: probe on in the same direction, against this window.
+		s = LimitState{Limit: s.Limit, Down: s.Limit < s.From}
 	case priority != PriorityFull && w.busy() && w.Share() > maxShare && s.Limit > floor:
 		// More than its share of the server's writes: a fifth fewer
 		// writers, down to the floor, before anything else.
@@ -328,12 +318,7 @@ func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 		// look the other way (Full never looks down).
 		return LimitState{Limit: s.Limit, Reason: LimitHolding, Hold: holdWindows, Down: !down && priority != PriorityFull}
 	}
-	if !down && next <= floor && priority == PriorityBackground {
-		// Back up to the floor after a throttle: every step is kept, so
-		// there is nothing to measure.
-		return LimitState{Limit: next, Reason: LimitProbing}
-	}
-	return LimitState{Limit: next, Reason: LimitProbing, From: s.Limit, To: next, Before: w, Down: down}
+	return LimitState{Limit: next, Reason: LimitProbing, From: s.Limit, Base: w, Down: down}
 }
 
 // probe returns the limit a step up (a quarter, at least one writer) or down
@@ -345,40 +330,35 @@ func probe(n int, down bool, maxLimit int) int {
 	return min(maxLimit, max(n+1, int(float64(n)*upStep+0.5)))
 }
 
-// kept decides a probe: s.Probe was measured at s.To between s.Before and
-// after, both at s.From. Comparing the step with the mean of the windows on
-// both sides of it cancels a change of the server's speed that runs through
-// all three (another client arriving, the population growing, a swing
-// slower than the windows), which a comparison with one side would read as
-// the step's own gain or loss.
-func kept(s LimitState, after Window, priority Priority) bool {
-	before, at := s.Before, s.Probe
-	if before.Rate() <= 0 || before.Writers <= 0 || after.Rate() <= 0 || after.Writers <= 0 ||
-		at.Start.Sub(before.End) > maxWindowGap || after.Start.Sub(at.End) > maxWindowGap {
-		return false // nothing to compare with, or too far apart
+// kept decides a probe: w was measured at s.Limit, s.Base at s.From just
+// before it.
+func kept(s LimitState, w Window, priority Priority) bool {
+	base := s.Base
+	if base.Rate() <= 0 || base.Writers <= 0 || w.Start.Sub(base.End) > maxWindowGap {
+		return false // nothing to compare with, or too long ago
 	}
-	writers := 2*at.Writers/(before.Writers+after.Writers) - 1 // the step as the engine used it
-	step := float64(s.To)/float64(s.From) - 1
-	gain := 2*at.Rate()/(before.Rate()+after.Rate()) - 1
-	busy := priority != PriorityFull && before.busy() && after.busy() && at.busy()
+	writers := w.Writers/base.Writers - 1 // the step as the engine used it
+	step := float64(s.Limit)/float64(s.From) - 1
+	gain := w.Rate()/base.Rate() - 1
+	busy := priority != PriorityFull && base.busy() && w.busy()
 	if busy {
 		// Other clients write: the engine's share of the server's writes
-		// measures its gain, and no swing of the whole server moves it.
-		gain = 2*at.Share()/(before.Share()+after.Share()) - 1
+		// measures its gain, and a swing of the whole server's speed,
+		// which moves every client's rate together, does not move it.
+		gain = w.Share()/base.Share() - 1
 	}
-	if s.To > s.From {
+	if s.Limit > s.From {
 		if writers < minWritersStep*step {
 			return false // the engine did not use the extra slots
 		}
-		if priority == PriorityFull {
+		switch {
+		case priority == PriorityFull:
 			return gain > 0
-		}
-		if busy {
+		case busy:
 			// The share bounds the step; the gain only has to show that
 			// more writers still buy the engine something.
-			return at.Share() <= maxShare && gain >= busyElasticity*writers
-		}
-		if s.To <= floorLimit {
+			return w.Share() <= maxShare && gain >= busyElasticity*writers
+		case s.Limit <= floorLimit:
 			return true // back up to the floor of an idle server after a throttle
 		}
 		return gain >= minElasticity*writers
@@ -386,8 +366,8 @@ func kept(s LimitState, after Window, priority Priority) bool {
 	if writers > minWritersStep*step {
 		return false
 	}
-	// A step down (writers < 0): kept when the rate fell by less than
-	// downElasticity of the step.
+	// A step down (writers < 0): kept when the rate (or the share) fell by
+	// less than downElasticity of the step.
 	return gain > downElasticity*writers
 }
 
