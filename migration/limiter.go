@@ -402,6 +402,8 @@ type limiter struct {
 	ownStored            int64
 	// rate is the last closed window's.
 	rate float64
+	// lastWindow is the last window the rule decided on.
+	lastWindow Window
 	// onChange is Options.OnLimit.
 	onChange func(int, LimitReason, float64)
 }
@@ -529,8 +531,14 @@ func (l *limiter) Release(s Signal) {
 				w.Writers = l.writerTime / now.Sub(w.Start).Seconds()
 				w.Latency = l.latencies / time.Duration(w.Writes)
 				if l.storedFrom > 0 {
-					// The first window has no revision to start from.
-					w.Stored, w.OwnStored = int64(l.revision-l.storedFrom), l.ownStored
+					// The first window has no revision to start from. The
+					// writes still in flight may be stored already, within
+					// this window's revisions, though the engine hears of
+					// them only later: they count as its own here, not as
+					// other clients' (at most the limit's worth; a window
+					// has four writes per writer or more).
+					w.Stored = int64(l.revision - l.storedFrom)
+					w.OwnStored = min(w.Stored, l.ownStored+int64(l.inFlight))
 				}
 				l.rate = w.Rate()
 				l.decide(now, w)
@@ -545,6 +553,7 @@ func (l *limiter) Release(s Signal) {
 // once when the limit stayed, with the first write of the new limit when it
 // changed.
 func (l *limiter) decide(now time.Time, w Window) {
+	l.lastWindow = w
 	next := NextLimit(l.state, w, l.priority, l.maxLimit)
 	if l.onChange != nil && (next.Limit != l.state.Limit || next.Reason != l.state.Reason) {
 		l.onChange(next.Limit, next.Reason, l.rate)
