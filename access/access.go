@@ -25,6 +25,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -68,7 +69,16 @@ func Needs(resource schema.GroupVersionResource, writeTo migration.WriteTarget) 
 // not, and another error when a review could not be made.
 func Check(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface,
 	resource schema.GroupVersionResource, writeTo migration.WriteTarget) error {
-	missing, err := Missing(ctx, reviews, Needs(resource, writeTo)...)
+	return CheckNeeds(ctx, reviews, resource, Needs(resource, writeTo))
+}
+
+// CheckNeeds is Check for any list of needs that a migration of resource
+// takes: Needs and what a caller needs besides (the embedded controller's
+// right to write on the CRD, to create Events). A *Denied names the rule
+// for each missing permission.
+func CheckNeeds(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface,
+	resource schema.GroupVersionResource, needs []authorizationv1.ResourceAttributes) error {
+	missing, err := Missing(ctx, reviews, needs...)
 	if err != nil {
 		return err
 	}
@@ -173,9 +183,53 @@ func (d *Denied) Error() string {
 			"labelled %s: \"true\" (with the Helm chart: --set inTreeEngine.enabled=true); nothing was changed",
 			strings.Join(missing, " and "), d.Rule(), AggregationLabel)
 	}
+	rules := []string{}
+	for _, m := range d.Missing {
+		if m.Group == d.Resource.Group {
+			continue
+		}
+		if rule := ruleOf(m); !slices.Contains(rules, rule) {
+			rules = append(rules, rule)
+		}
+	}
+	if !d.missesGroup() {
+		// Only rights beyond the objects' group: what the caller's own
+		// role must grant.
+		return fmt.Sprintf("not allowed to %s; grant the rules %s; nothing was changed",
+			strings.Join(missing, " and "), strings.Join(rules, " and "))
+	}
+	also := ""
+	if len(rules) > 0 {
+		also = ", and grant the rules " + strings.Join(rules, " and ")
+	}
 	return fmt.Sprintf("not allowed to %s; add the rule %s to a ClusterRole labelled %s: \"true\" "+
-		"(with the Helm chart: --set rbac.migrateGroups={%s}); nothing was changed",
-		strings.Join(missing, " and "), d.Rule(), AggregationLabel, d.Resource.Group)
+		"(with the Helm chart: --set rbac.migrateGroups={%s})%s; nothing was changed",
+		strings.Join(missing, " and "), d.Rule(), AggregationLabel, d.Resource.Group, also)
+}
+
+// missesGroup reports a missing right on the migrated resource's group.
+func (d *Denied) missesGroup() bool {
+	for _, m := range d.Missing {
+		if m.Group == d.Resource.Group {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleOf is the ClusterRole rule, in YAML flow style, that grants one
+// permission outside the migrated group. Events are patched as well as
+// created: a recorder aggregates repeated Events.
+func ruleOf(m authorizationv1.ResourceAttributes) string {
+	resource := m.Resource
+	if m.Subresource != "" {
+		resource += "/" + m.Subresource
+	}
+	verbs := `"` + m.Verb + `"`
+	if m.Resource == "events" {
+		verbs = `"create", "patch"`
+	}
+	return fmt.Sprintf(`{apiGroups: ["%s"], resources: ["%s"], verbs: [%s]}`, m.Group, resource, verbs)
 }
 
 // Rule is the RBAC rule that grants a migration of the denied resource's

@@ -20,20 +20,27 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/graduator/graduator/access"
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/driver"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/snapshot"
@@ -196,20 +203,16 @@ func (o *MigrateOptions) Complete(args []string) error {
 }
 
 // Run reads the CRD, migrates, prunes when asked and allowed, and prints
-// the summary.
+// the summary. The graduation is the operator's (package driver), in GitOps
+// mode (the CRD's own storage version is the target) and kept in memory:
+// the preflight and the migration, then the prune only with --prune and
+// after a clean --verify.
 func (o *MigrateOptions) Run(ctx context.Context) error {
 	if err := o.client.Get(ctx, client.ObjectKey{Name: o.crdName}, &o.crd); err != nil {
 		return fmt.Errorf("get CustomResourceDefinition %s: %w", o.crdName, err)
 	}
 	storage := graduation.StorageVersion(&o.crd)
-	opts := o.engine
-	opts.Resource = graduation.ResourceAt(&o.crd, storage)
-	if err := checkWriteTarget(&o.crd, storage, opts.WriteTo); err != nil {
-		return fmt.Errorf("migrate %s: %w", o.crdName, err)
-	}
-	// Before anything is read or written: may we? The same advice as the
-	// operator's Forbidden condition.
-	if err := access.CheckConfig(ctx, opts.Config, opts.Resource, opts.WriteTo); err != nil {
+	if err := checkWriteTarget(&o.crd, storage, o.engine.WriteTo); err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
 	var before []versionSnapshot
@@ -222,9 +225,21 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		}
 	}
 	progress := newProgressReporter(o.ErrOut, o.crdName, pickProgressMode(o.ErrOut, o.quiet, o.output == "json"))
-	opts.OnProgress, opts.OnObject = progress.update, progress.object
-	result, err := migration.Run(ctx, o.dyn, opts)
+	policy := o.policy()
+	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
+	d, err := o.driver(progress, graduation.ActionPreflight, graduation.ActionMigrate)
+	if err != nil {
+		return err
+	}
+	out, err := d.Finish(ctx, store, policy, driverWait)
+	result := driver.RunResult(policy.Status)
 	progress.done(result)
+	if err == nil && out.Stall != nil {
+		err = out.Err
+	}
+	if err == nil && !out.Held && result.Failed == 0 && policy.Status.Phase == graduatorv1alpha1.PhaseBlocked {
+		err = fmt.Errorf("%s", out.Step.Message())
+	}
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
@@ -240,10 +255,13 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		}
 	}
 	var pruneErr error
-	if o.prune && !summary.Verified.differ() {
-		pruneErr = migration.PruneStoredVersions(ctx, o.client, o.crdName, migration.Expectation{
-			StorageVersion: storage, Generation: o.crd.Generation, Complete: result.Complete, Failed: result.Failed,
-		})
+	if o.prune && result.Complete && result.Failed == 0 && !summary.Verified.differ() {
+		if d, pruneErr = o.driver(progress, graduation.ActionPrune); pruneErr == nil {
+			out, pruneErr = d.Finish(ctx, store, policy, driverWait)
+		}
+		if pruneErr == nil && out.Stall != nil {
+			pruneErr = fmt.Errorf("prune %s: %w", o.crdName, out.Err)
+		}
 		if pruneErr == nil {
 			summary.Pruned = true
 			summary.StoredVersions = []string{storage}
@@ -266,6 +284,59 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		return fmt.Errorf("%d objects of %s differ from their snapshot before the run", summary.Verified.Differences, o.crdName)
 	}
 	return nil
+}
+
+// driverWait bounds how long `graduator migrate` waits for the storage
+// switch to show in discovery.
+const driverWait = 2 * time.Minute
+
+// policy is the graduation `graduator migrate` runs: GitOps mode with the
+// flags' tuning, and no settle delay (the storage version was switched by
+// whoever runs the command, before it).
+func (o *MigrateOptions) policy() *graduatorv1alpha1.CRDVersionPolicy {
+	return &graduatorv1alpha1.CRDVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: o.crdName, Generation: 1},
+		Spec: graduatorv1alpha1.CRDVersionPolicySpec{Migration: graduatorv1alpha1.MigrationSettings{
+			Concurrency: int32(o.engine.Concurrency), PageSize: o.engine.PageSize, QPS: int32(math.Ceil(o.qps)),
+			WriteTo: o.engine.WriteTo, Priority: graduatorv1alpha1.Priority(o.engine.Priority),
+			SettleDelay: &metav1.Duration{},
+		}},
+	}
+}
+
+// driver is the graduation's driver for the actions given, drawing the
+// progress bar.
+func (o *MigrateOptions) driver(progress *progressReporter, actions ...graduation.Action) (*driver.Driver, error) {
+	cfg := o.engine.Config
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the discovery client: %w", err)
+	}
+	authz, err := authorizationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the authorization client: %w", err)
+	}
+	return &driver.Driver{
+		Clients: driver.Clients{
+			Client: o.client, Reader: o.client, Dynamic: o.dyn, Config: cfg, Discovery: disco,
+			Reviews: authz.SelfSubjectAccessReviews(),
+		},
+		Reporter: quietReporter{},
+		Allows:   func(a graduation.Action) bool { return slices.Contains(actions, a) },
+		Engine: func(opts *migration.Options) {
+			opts.OnProgress, opts.OnObject = progress.update, progress.object
+		},
+	}, nil
+}
+
+// quietReporter reports nothing: the progress bar and the summary tell the
+// run.
+type quietReporter struct{}
+
+func (quietReporter) Event(*graduatorv1alpha1.CRDVersionPolicy, *apiextensionsv1.CustomResourceDefinition, string, string, string, string) {
+}
+
+func (quietReporter) Planned(*graduatorv1alpha1.CRDVersionPolicy, graduation.Step, graduatorv1alpha1.Phase) {
 }
 
 func printSummary(w io.Writer, s migrateSummary) {

@@ -21,17 +21,10 @@ package controllers
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -49,21 +42,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/driver"
 	"github.com/graduator/graduator/graduation"
 )
 
-// maxStepsPerReconcile bounds how many steps one reconcile takes in a row
-// (preflight, switch, migrate, prune, ...), so a CRD that keeps changing
-// cannot hold a worker forever.
-const maxStepsPerReconcile = 8
-
-// CRDVersionPolicyReconciler walks a CRD through its graduation: it asks
-// graduation.Plan for the next step, performs it, records the result in the
-// policy's status and asks again, until a step has to wait.
+// CRDVersionPolicyReconciler is the operator's door to the graduation: it
+// hands each policy to the driver (package driver), with the policy's
+// status as the place the graduation is kept and conditions, Events and
+// metrics as the way it reports.
 type CRDVersionPolicyReconciler struct {
 	Client client.Client
-	// APIReader reads CRDs uncached, so a step always plans on the CRD as the
-	// previous step left it; the manager's cache when nil.
+	// APIReader reads policies and CRDs uncached, so a step always plans
+	// on the status and the CRD as the previous step left them; the
+	// manager's cache when nil.
 	APIReader client.Reader
 	Dynamic   dynamic.Interface
 	// Config, when set, is what the migration engine builds its own client
@@ -79,7 +70,7 @@ type CRDVersionPolicyReconciler struct {
 	// MaxConcurrentReconciles is how many CRDs graduate at once; 1 when 0.
 	MaxConcurrentReconciles int
 
-	runs runningMigrations
+	driver *driver.Driver
 }
 
 // The operator reads and writes its policies and the CRDs they govern: it
@@ -95,248 +86,40 @@ type CRDVersionPolicyReconciler struct {
 // The rights to drive the in-tree migrator (create, get, watch and delete
 // storageversionmigrations, engine StorageVersionMigration) are not here
 // either: the chart grants them only with inTreeEngine.enabled
-// (config/rbac/intree_engine_role.yaml for kustomize); mayMigrate checks them.
+// (config/rbac/intree_engine_role.yaml for kustomize); the driver checks
+// them.
 //
 // The rights to migrate the objects of a CRD (get, list and patch on its
 // group) are not here: they come from the graduator-migrate ClusterRole,
 // which aggregates every ClusterRole labelled
 // graduator.io/aggregate-to-manager: "true" (config/rbac, the Helm chart's
-// rbac.migrateGroups). mayMigrate checks them before anything is written.
+// rbac.migrateGroups). The driver checks them before anything is written.
 
-// Reconcile performs the next steps of one policy's graduation. It reads as
-// the graduation does: observe the CRD, plan, perform the step the plan
-// names (see steps), and again, until a step has to wait. graduation.Plan
-// alone decides the phase and the conditions, a failed step included; the
-// status is written once, when Reconcile returns, and after each page of a
-// running migration.
-func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, err error) {
+// Reconcile reads the policy uncached (a plan never starts from a status
+// older than the last one written) and lets the driver take its next steps.
+func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("crd", klog.KRef("", req.Name))
 	ctx = log.IntoContext(ctx, logger)
 
-	policy := &graduatorv1alpha1.CRDVersionPolicy{}
-	if err := r.Client.Get(ctx, req.NamespacedName, policy); err != nil {
-		if apierrors.IsNotFound(err) {
-			forgetPolicy(req.Name)
-			return ctrl.Result{}, nil
-		}
+	store := &driver.PolicyStore{Client: r.Client, Reader: r.reader(), Name: req.Name, OnSaved: observePolicy}
+	policy, err := store.Load(ctx)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if policy == nil {
+		forgetPolicy(req.Name)
+		return ctrl.Result{}, nil
 	}
 	if policy.Spec.Selector != nil {
 		return ctrl.Result{}, nil // a fleet: the FleetReconciler's
 	}
-	g := &graduationRun{policy: policy, status: newStatusWriter(r.Client, policy)}
-	defer func() {
-		// Written whatever path returns, also when the manager is stopping.
-		err = errors.Join(err, g.status.write(context.WithoutCancel(ctx)))
-	}()
-
-	for range maxStepsPerReconcile {
-		in, failed := r.observe(ctx, g)
-		if failed != nil {
-			return r.stalled(ctx, g, in, failed)
-		}
-		step := graduation.Plan(in)
-		r.record(policy, step, in.Now)
-		logger.V(1).Info("planned", "action", step.Action, "phase", step.Phase, "reason", step.Reason())
-		if step.Action == graduation.ActionNone {
-			return ctrl.Result{RequeueAfter: step.RequeueAfter}, nil
-		}
-		if err := r.take(ctx, g, step); err != nil {
-			return r.stalled(ctx, g, in, &graduation.StepError{Step: string(step.Action), Err: err})
-		}
-		def := r.steps()[step.Action]
-		if def.check {
-			continue // its result is the next plan's input
-		}
-		if def.recovers == nil || def.recovers(g) {
-			r.recovered(g, in, step)
-		}
-		g.preflight = nil
-		// Plan the next step on the policy as it is now: a pause or a new
-		// target set while the step ran must stop the graduation here.
-		if gone, err := r.refreshSpec(ctx, policy); gone || err != nil {
-			return ctrl.Result{}, err
-		}
+	out, err := r.driver.Run(ctx, store, policy)
+	if apierrors.IsConflict(err) {
+		// Someone wrote the status since it was read: plan again from it.
+		logger.V(1).Info("status changed meanwhile; planning again", "error", err.Error())
+		return ctrl.Result{Requeue: true}, nil
 	}
-	// Still steps to take: come back at once, through the workqueue so that
-	// other CRDs get their turn.
-	return ctrl.Result{RequeueAfter: time.Second}, nil
-}
-
-// graduationRun is what one Reconcile knows of its policy's graduation.
-type graduationRun struct {
-	policy *graduatorv1alpha1.CRDVersionPolicy
-	// crd is the CRD as last read (nil: it does not exist).
-	crd *apiextensionsv1.CustomResourceDefinition
-	// preflight is the result of this reconcile's preflight, for the next
-	// plan.
-	preflight *graduation.PreflightResult
-	// svm is the in-tree migration named after the CRD as last read (engine
-	// StorageVersionMigration; nil: none, or another engine).
-	svm    *svmv1.StorageVersionMigration
-	status *statusWriter
-}
-
-// observe reads what Plan looks at: the CRD (uncached) and whether
-// discovery advertises its storage version. A read that fails is returned
-// as the step that failed.
-func (r *CRDVersionPolicyReconciler) observe(ctx context.Context, g *graduationRun) (graduation.Input, *graduation.StepError) {
-	in := graduation.Input{Policy: g.policy, Now: r.now(), Preflight: g.preflight, Attempts: g.policy.Status.Retries}
-	g.crd = nil
-	crd, err := r.getCRD(ctx, g.policy.Name)
-	if err != nil {
-		return in, &graduation.StepError{Step: "GetCRD", Err: err}
-	}
-	g.crd, in.CRD = crd, crd
-	graduation.Observe(crd, &g.policy.Status, in.Now)
-	if g.svm, err = r.getInTreeMigration(ctx, g.policy, crd); err != nil {
-		return in, &graduation.StepError{Step: "GetStorageVersionMigration", Err: err}
-	}
-	in.StorageVersionMigration = g.svm
-	graduation.ObserveInTree(&g.policy.Status, g.svm)
-	in.InTreeConversionFailed = r.inTreeConversion(ctx, g.policy, crd, g.svm)
-	if in.StorageSettled, err = r.storageSettled(ctx, crd); err != nil {
-		return in, &graduation.StepError{Step: graduation.StepDiscovery, Err: err}
-	}
-	return in, nil
-}
-
-// step is how the reconciler carries out one action of graduation.Plan.
-type step struct {
-	// checkAccess asks the API server first whether the operator may
-	// migrate the resource at all (mayMigrate): a denial names the rule to
-	// add before anything is switched or written.
-	checkAccess bool
-	// check marks a step that changes nothing: its result is the next
-	// plan's input, so it neither ends a stall nor rereads the spec.
-	check bool
-	// recovers, when set, says whether the step's success ends a stall;
-	// always when nil.
-	recovers func(g *graduationRun) bool
-	perform  func(ctx context.Context, g *graduationRun, s graduation.Step) error
-}
-
-// steps is the graduation as the reconciler performs it: each action Plan
-// can return and the function that performs it, in the order a CRD meets
-// them.
-func (r *CRDVersionPolicyReconciler) steps() map[graduation.Action]step {
-	return map[graduation.Action]step{
-		graduation.ActionPreflight: {checkAccess: true, check: true, perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
-			g.preflight = r.preflight(ctx, g.policy, g.crd, s.StorageVersion)
-			return nil
-		}},
-		graduation.ActionSwitchStorage: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
-			return r.switchStorage(ctx, g.crd, s.StorageVersion)
-		}},
-		graduation.ActionMigrate: {checkAccess: true, recovers: func(g *graduationRun) bool {
-			// Creating an in-tree migration again is no sign that the cause
-			// of the last failure is gone: the stall lasts until it Succeeds
-			// (the plan keeps the attempts while it runs).
-			return g.policy.Spec.Migration.Engine != graduatorv1alpha1.EngineStorageVersionMigration
-		}, perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
-			if g.policy.Spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration && !inTreeSucceeded(g.policy, s) {
-				return r.driveInTree(ctx, g, s)
-			}
-			// Graduator's engine: the migration, or the check of an in-tree
-			// one from its checkpoint.
-			return r.migrate(ctx, g, s)
-		}},
-		graduation.ActionPrune: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
-			return r.prune(ctx, g.policy, g.crd, s.StorageVersion)
-		}},
-		graduation.ActionDeprecate: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
-			return r.deprecate(ctx, g.policy, g.crd, s.Versions)
-		}},
-		graduation.ActionUnserve: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
-			return r.unserve(ctx, g.crd, s.Versions)
-		}},
-		graduation.ActionCleanupManagedFields: {perform: func(ctx context.Context, g *graduationRun, s graduation.Step) error {
-			return r.cleanupManagedFields(ctx, g.policy, g.crd, s.Versions)
-		}},
-	}
-}
-
-// take performs one step, with one log line when it starts and one when it
-// ends.
-func (r *CRDVersionPolicyReconciler) take(ctx context.Context, g *graduationRun, s graduation.Step) error {
-	def, ok := r.steps()[s.Action]
-	if !ok {
-		return fmt.Errorf("unknown action %q", s.Action)
-	}
-	logger := log.FromContext(ctx).WithValues("policy", klog.KObj(g.policy), "step", s.Action, "storageVersion", s.StorageVersion)
-	if len(s.Versions) > 0 {
-		logger = logger.WithValues("versions", s.Versions)
-	}
-	logger.Info("step started")
-	start := r.now()
-	var err error
-	if def.checkAccess {
-		err = r.mayMigrate(ctx, g.policy, g.crd, s.StorageVersion)
-	}
-	if err == nil {
-		err = def.perform(ctx, g, s)
-	}
-	done := []any{"duration", r.now().Sub(start).Round(time.Millisecond), "succeeded", err == nil}
-	if run := g.policy.Status.Migration; s.Action == graduation.ActionMigrate && run != nil {
-		done = append(done, "listed", run.Listed, "rewritten", run.Rewritten, "skipped", run.Skipped, "failed", run.Failed,
-			"caughtUp", run.CaughtUp)
-	}
-	if s.Action == graduation.ActionPreflight && g.preflight != nil {
-		done = append(done, "passed", g.preflight.Passed, "reason", g.preflight.Reason)
-	}
-	logger.Info("step finished", done...)
-	return err
-}
-
-// stalled records a step (or a read) that failed: Plan, told of the
-// failure, keeps the phase and the other conditions and says why in Ready,
-// and counts the attempt in status.retries; the policy is retried after a
-// backoff (5s doubling to 5m). An Event marks the first failure only, and
-// another one the recovery (recovered).
-func (r *CRDVersionPolicyReconciler) stalled(ctx context.Context, g *graduationRun, in graduation.Input,
-	failed *graduation.StepError) (ctrl.Result, error) {
-	if ctx.Err() != nil {
-		// The manager is stopping: not a failure of the step.
-		return ctrl.Result{}, failed.Err
-	}
-	in.Failed = failed
-	s := graduation.Plan(in)
-	r.record(g.policy, s, in.Now)
-	stepErrors.WithLabelValues(g.policy.Name, failed.Step, s.Stall.Reason).Inc()
-	if s.Retries == 1 {
-		r.event(g.policy, g.crd, corev1.EventTypeWarning, s.Stall.Reason, failed.Step, s.Stall.Message)
-	}
-	log.FromContext(ctx).Error(failed.Err, "step failed; retrying", "policy", klog.KObj(g.policy), "step", failed.Step,
-		"reason", s.Stall.Reason, "attempt", s.Retries, "retryAfter", s.Stall.RetryAfter)
-	return ctrl.Result{RequeueAfter: s.RequeueAfter}, nil
-}
-
-// recovered ends a stall once a step succeeded again: Plan, told there is
-// no failure left to report, puts Ready back, and one Event tells the
-// recovery.
-func (r *CRDVersionPolicyReconciler) recovered(g *graduationRun, in graduation.Input, s graduation.Step) {
-	attempts := g.policy.Status.Retries
-	if attempts == 0 {
-		return
-	}
-	in.Attempts = 0
-	r.record(g.policy, graduation.Plan(in), r.now())
-	r.event(g.policy, g.crd, corev1.EventTypeNormal, "Recovered", string(s.Action),
-		fmt.Sprintf("%s succeeded again after %d failed attempts", s.Action, attempts))
-}
-
-// refreshSpec rereads the policy's spec (uncached: a pause must be seen at
-// once) and reports whether the policy is gone.
-func (r *CRDVersionPolicyReconciler) refreshSpec(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy) (bool, error) {
-	fresh := &graduatorv1alpha1.CRDVersionPolicy{}
-	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(policy), fresh); err != nil {
-		if apierrors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, fmt.Errorf("read policy %s: %w", policy.Name, err)
-	}
-	policy.Spec, policy.Generation = fresh.Spec, fresh.Generation
-	return false, nil
+	return ctrl.Result{RequeueAfter: out.RequeueAfter}, err
 }
 
 func (r *CRDVersionPolicyReconciler) reader() client.Reader {
@@ -346,31 +129,19 @@ func (r *CRDVersionPolicyReconciler) reader() client.Reader {
 	return r.APIReader
 }
 
-// getCRD returns the CRD, or nil when it does not exist.
-func (r *CRDVersionPolicyReconciler) getCRD(ctx context.Context, name string) (*apiextensionsv1.CustomResourceDefinition, error) {
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := r.reader().Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("get CRD %s: %w", name, err)
+// reporter is how the operator tells a graduation: Events on the policy and
+// on its CRD, the phase in metrics and in an Event when it changes.
+type reporter struct{ recorder recorder.EventRecorder }
+
+func (rep reporter) Event(policy *graduatorv1alpha1.CRDVersionPolicy, crd *apiextensionsv1.CustomResourceDefinition,
+	eventType, reason, action, message string) {
+	rep.recorder.Eventf(policy, nil, eventType, reason, action, "%s", message)
+	if crd != nil {
+		rep.recorder.Eventf(crd, policy, eventType, reason, action, "%s", message)
 	}
-	return crd, nil
 }
 
-// record puts the plan's phase, conditions and retry count into the
-// policy's status (written when Reconcile returns), the phase into the
-// metrics, and a phase change into an Event.
-func (r *CRDVersionPolicyReconciler) record(policy *graduatorv1alpha1.CRDVersionPolicy, step graduation.Step, now time.Time) {
-	previous := policy.Status.Phase
-	policy.Status.ObservedGeneration = policy.Generation
-	policy.Status.Phase = step.Phase
-	policy.Status.Retries = step.Retries
-	for _, c := range step.Conditions {
-		c.ObservedGeneration = policy.Generation
-		c.LastTransitionTime = metav1.NewTime(now)
-		meta.SetStatusCondition(&policy.Status.Conditions, c)
-	}
+func (rep reporter) Planned(policy *graduatorv1alpha1.CRDVersionPolicy, step graduation.Step, previous graduatorv1alpha1.Phase) {
 	for _, phase := range graduatorv1alpha1.Phases {
 		value := 0.0
 		if phase == step.Phase {
@@ -383,24 +154,8 @@ func (r *CRDVersionPolicyReconciler) record(policy *graduatorv1alpha1.CRDVersion
 		if step.Phase == graduatorv1alpha1.PhaseBlocked {
 			eventType = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(policy, nil, eventType, string(step.Phase), "Plan", "%s", step.Message())
+		rep.recorder.Eventf(policy, nil, eventType, string(step.Phase), "Plan", "%s", step.Message())
 	}
-}
-
-// event records an Event on the policy and, when it exists, on the CRD.
-func (r *CRDVersionPolicyReconciler) event(policy *graduatorv1alpha1.CRDVersionPolicy, crd *apiextensionsv1.CustomResourceDefinition,
-	eventType, reason, action, message string) {
-	r.Recorder.Eventf(policy, nil, eventType, reason, action, "%s", message)
-	if crd != nil {
-		r.Recorder.Eventf(crd, policy, eventType, reason, action, "%s", message)
-	}
-}
-
-func (r *CRDVersionPolicyReconciler) now() time.Time {
-	if r.Clock == nil {
-		return time.Now()
-	}
-	return r.Clock.Now()
 }
 
 // SetupWithManager watches policies and the CRDs they are named after. A
@@ -408,6 +163,13 @@ func (r *CRDVersionPolicyReconciler) now() time.Time {
 // interrupts the policy's running migration between two writes: the next
 // plan decides, on fresh reads, whether it resumes, restarts or stops.
 func (r *CRDVersionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.driver = &driver.Driver{
+		Clients: driver.Clients{
+			Client: r.Client, Reader: r.reader(), Dynamic: r.Dynamic, Config: r.Config, Discovery: r.Discovery, Reviews: r.Reviews,
+		},
+		Reporter: reporter{recorder: r.Recorder},
+		Clock:    r.Clock,
+	}
 	workers := r.MaxConcurrentReconciles
 	if workers == 0 {
 		workers = 1
@@ -418,9 +180,9 @@ func (r *CRDVersionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("crdversionpolicy").
 		Watches(&graduatorv1alpha1.CRDVersionPolicy{}, &handler.EnqueueRequestForObject{},
-			builder.WithPredicates(r.interrupting(errPolicyChanged), predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(r.interrupting(driver.ErrPolicyChanged), predicate.GenerationChangedPredicate{})).
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, &handler.EnqueueRequestForObject{},
-			builder.WithPredicates(r.interrupting(errCRDChanged))).
+			builder.WithPredicates(r.interrupting(driver.ErrCRDChanged))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -434,44 +196,14 @@ func (r *CRDVersionPolicyReconciler) interrupting(why error) predicate.Funcs {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-				r.runs.interrupt(e.ObjectNew.GetName(), why)
+				r.driver.Interrupt(e.ObjectNew.GetName(), why)
 			}
 			return true
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			r.runs.interrupt(e.Object.GetName(), why)
+			r.driver.Interrupt(e.Object.GetName(), why)
 			return true
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-// runningMigrations holds the cancel function of each policy's running
-// migration, so that an event can stop it between two writes.
-type runningMigrations struct {
-	mu     sync.Mutex
-	cancel map[string]context.CancelCauseFunc
-}
-
-func (m *runningMigrations) start(name string, cancel context.CancelCauseFunc) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cancel == nil {
-		m.cancel = map[string]context.CancelCauseFunc{}
-	}
-	m.cancel[name] = cancel
-}
-
-func (m *runningMigrations) done(name string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.cancel, name)
-}
-
-func (m *runningMigrations) interrupt(name string, why error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if cancel, ok := m.cancel[name]; ok {
-		cancel(why)
 	}
 }

@@ -23,7 +23,6 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/metrics"
-	"github.com/graduator/graduator/migration"
 )
 
 // Prometheus metrics, on controller-runtime's registry so the manager's
@@ -31,12 +30,6 @@ import (
 // of the migration itself are internal/metrics', shared with the crdmigrate
 // controller; the policy's own are here.
 var (
-	migrationDuration = metrics.MigrationDuration
-	migrationWriters  = metrics.MigrationWriters
-	migrationsRunning = metrics.MigrationsRunning
-	migrationProgress = metrics.MigrationProgress
-	stepErrors        = metrics.StepErrors
-
 	staleStoredVersions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "graduator_crd_stale_stored_versions",
 		Help: "Versions in a CRD's status.storedVersions that are no longer its storage version (0 when none).",
@@ -81,9 +74,6 @@ func observePolicy(policy *graduatorv1alpha1.CRDVersionPolicy) {
 	}
 	policyStalled.WithLabelValues(policy.Name, reason).Set(1)
 }
-
-// observeProgress sets the progress gauge of a CRD's migration.
-func observeProgress(crd string, p migration.Progress) { metrics.ObserveProgress(crd, p) }
 
 // MigrationsRunning returns how many storage migrations run now.
 func MigrationsRunning() int { return metrics.Running() }

@@ -19,10 +19,12 @@ package crdmigrate
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -30,17 +32,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/driver"
+	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
 )
 
 // DefaultSettleDelay is how long the controller waits, after it first sees
-// a new storage version advertised by discovery, before the migration
-// takes its checkpoint: each API server of an HA control plane learns the
-// new storage version from its own watch, and one may still write the old
-// one for a moment.
-const DefaultSettleDelay = 10 * time.Second
+// a new storage version, before the migration takes its checkpoint: each
+// API server of an HA control plane learns the new storage version from its
+// own watch, and one may still write the old one for a moment.
+const DefaultSettleDelay = graduation.DefaultSettleDelay
 
 // DefaultName is the controller's name (in logs, metrics of
 // controller-runtime, and as the Events' reporting controller).
@@ -131,12 +136,18 @@ func (o Options) Selects(name, group string) bool {
 // Add adds to mgr a controller that graduates the CRDs opts selects (see
 // the package documentation). It builds its clients from the manager's
 // rest.Config, watches CRDs through the manager's cache (metadata only) and
-// starts with the manager, on the leader.
+// starts with the manager, on the leader. A manager whose scheme lacks
+// apiextensions.k8s.io/v1 (client-go's default scheme) gets it added.
 func Add(mgr ctrl.Manager, opts Options) error {
 	if err := opts.validate(); err != nil {
 		return err
 	}
 	opts = opts.withDefaults()
+	if scheme := mgr.GetScheme(); !scheme.Recognizes(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")) {
+		if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+			return fmt.Errorf("crdmigrate: add apiextensions.k8s.io/v1 to the manager's scheme: %w", err)
+		}
+	}
 	cfg := mgr.GetConfig()
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -151,9 +162,15 @@ func Add(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("crdmigrate: create the authorization client: %w", err)
 	}
 	r := &reconciler{
-		opts: opts, client: mgr.GetClient(), reader: mgr.GetAPIReader(), config: cfg,
-		dynamic: dyn, discovery: disco, reviews: authz.SelfSubjectAccessReviews(),
-		recorder: mgr.GetEventRecorder(opts.Name), runs: map[string]*runState{},
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), spec: opts.policySpec(),
+		driver: &driver.Driver{
+			Clients: driver.Clients{
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Dynamic: dyn, Config: cfg, Discovery: disco,
+				Reviews: authz.SelfSubjectAccessReviews(),
+			},
+			Reporter: reporter{recorder: mgr.GetEventRecorder(opts.Name)},
+			Needs:    needs,
+		},
 	}
 	selected := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		// A metadata-only object has no spec.group: the name's suffix after
@@ -163,11 +180,45 @@ func Add(mgr ctrl.Manager, opts Options) error {
 	})
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(opts.Name).
-		For(&apiextensionsv1.CustomResourceDefinition{}, builder.OnlyMetadata, builder.WithPredicates(selected)).
+		For(&apiextensionsv1.CustomResourceDefinition{}, builder.OnlyMetadata, builder.WithPredicates(selected, interrupting(r.driver))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentMigrations}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("crdmigrate: set up the controller: %w", err)
 	}
 	return nil
+}
+
+// policySpec is the graduation the controller runs for each selected CRD:
+// GitOps mode (the CRD's own storage flag is the target; spec.versions is
+// never written) with the options' tuning.
+func (o Options) policySpec() graduatorv1alpha1.CRDVersionPolicySpec {
+	return graduatorv1alpha1.CRDVersionPolicySpec{
+		Migration: graduatorv1alpha1.MigrationSettings{
+			Concurrency: int32(o.Concurrency),
+			PageSize:    o.PageSize,
+			QPS:         int32(math.Ceil(float64(o.QPS))),
+			WriteTo:     o.WriteTo,
+			Priority:    graduatorv1alpha1.Priority(o.Priority),
+			SettleDelay: &metav1.Duration{Duration: o.SettleDelay},
+		},
+	}
+}
+
+// interrupting stops a CRD's running migration between two writes when the
+// CRD changes generation or is deleted: the next plan decides, on fresh
+// reads, whether it resumes or starts over. It lets every event through.
+func interrupting(d *driver.Driver) predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+				d.Interrupt(e.ObjectNew.GetName(), driver.ErrCRDChanged)
+			}
+			return true
+		},
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			d.Interrupt(e.Object.GetName(), driver.ErrCRDChanged)
+			return true
+		},
+	}
 }

@@ -482,6 +482,9 @@ func (p *planner) migration(s Step, target string) (Step, bool) {
 			return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
 				"the storage version %s is settling; the migration starts in %s", target, wait.Round(time.Second)), true
 		}
+		if s, stop := p.preflightFirstWrite(s, target); stop {
+			return s, true
+		}
 		s.Action = ActionMigrate
 		s.Restart = true
 		s.Phase = graduatorv1alpha1.PhaseMigrating
@@ -528,6 +531,29 @@ func (p *planner) migration(s Step, target string) (Step, bool) {
 	p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionFalse, ReasonPrunePending,
 		"pruning status.storedVersions [%s] to [%s]", strings.Join(stored, ", "), target)
 	return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "pruning status.storedVersions to [%s]", target), true
+}
+
+// preflightFirstWrite checks, before the first write of a run, that
+// objects read and write at the storage version: in GitOps mode this is the
+// only preflight (the manifest switched storage), in managed mode the one
+// after the switch. A failure blocks the run before anything is written.
+func (p *planner) preflightFirstWrite(s Step, target string) (Step, bool) {
+	pre := p.in.Preflight
+	switch {
+	case pre == nil:
+		s.Action = ActionPreflight
+		s.Phase = graduatorv1alpha1.PhaseMigrating
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonPreflightPending,
+			"checking that objects read and write at %s before the first write", target)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "running the preflight checks for %s", target), true
+	case !pre.Passed:
+		p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionFalse, pre.Reason, "%s", pre.Message)
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonPreflightFailed,
+			"the preflight before the first write failed")
+		return p.blocked(s, ReasonPreflightFailed, "preflight for storage version %s failed (%s): %s; nothing was rewritten",
+			target, pre.Reason, pre.Message), true
+	}
+	return s, false
 }
 
 // inTreeEngine drives the in-tree migrator (engine StorageVersionMigration)

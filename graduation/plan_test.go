@@ -197,6 +197,7 @@ var _ = Describe("Plan", func() {
 		StartedAt: ago(time.Minute), CompletedAt: ago(30 * time.Second),
 	}
 	settled := true
+	preflightOK := &graduation.PreflightResult{Passed: true}
 
 	DescribeTable("the next step",
 		func(c *apiextensionsv1.CustomResourceDefinition, p *graduatorv1alpha1.CRDVersionPolicy,
@@ -323,8 +324,18 @@ var _ = Describe("Plan", func() {
 		Entry("the migration waits for the settle delay after the switch",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("v1beta1", storedSince("v1beta1", 4*time.Second)), nil, settled,
 			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseMigrating, requeue: 6 * time.Second, readyReason: graduation.ReasonInProgress}),
-		Entry("a settled switch starts a new migration",
+		Entry("a settled switch preflights before the first write of the run",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("v1beta1", storedSince("v1beta1", time.Minute)), nil, settled,
+			expect{action: graduation.ActionPreflight, phase: graduatorv1alpha1.PhaseMigrating, readyReason: graduation.ReasonInProgress,
+				condition: graduatorv1alpha1.ConditionMigrated, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonPreflightPending}),
+		Entry("a preflight that fails before the first write blocks the run: nothing is rewritten",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("", storedSince("v1beta1", time.Minute)),
+			&graduation.PreflightResult{Reason: "WriteRejected", Message: "denied by admission"}, settled,
+			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
+				readyReason: graduation.ReasonPreflightFailed, readyStatus: metav1.ConditionFalse, messageParts: []string{"denied by admission", "nothing was rewritten"},
+				condition: graduatorv1alpha1.ConditionPreflightPassed, condStatus: metav1.ConditionFalse, condReason: "WriteRejected"}),
+		Entry("a settled switch starts a new migration",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("v1beta1", storedSince("v1beta1", time.Minute)), preflightOK, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
 		Entry("an in-tree StorageVersionMigration running on the CRD: no run of ours beside it",
 			inTreeMigrating(crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), 5),
@@ -339,7 +350,7 @@ var _ = Describe("Plan", func() {
 				readyReason: graduation.ReasonInTreeMigrationRunning}),
 		Entry("a StorageMigrating condition of an older CRD generation is stale: the migration starts",
 			inTreeMigrating(crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), 4),
-			policy("v1beta1", storedSince("v1beta1", time.Minute)), nil, settled,
+			policy("v1beta1", storedSince("v1beta1", time.Minute)), preflightOK, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
 		Entry("after an in-tree run pruned storedVersions, the plan goes on to retire",
 			inTreeDone(crd([]string{"v1beta1"}, alphaServed, betaStorage)),
@@ -363,7 +374,7 @@ var _ = Describe("Plan", func() {
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
 			policy("v1beta1", storedSince("v1beta1", time.Minute), run(graduatorv1alpha1.MigrationStatus{
 				StorageVersion: "v1beta1", CRDGeneration: 4, ContinueToken: "abc", Listed: 500, StartedAt: ago(time.Minute),
-			})), nil, settled,
+			})), preflightOK, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
 		Entry("a complete run on an older CRD generation is never pruned: it runs again",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
@@ -371,7 +382,7 @@ var _ = Describe("Plan", func() {
 				r := migrated
 				r.CRDGeneration = 4
 				return r
-			}())), nil, settled,
+			}())), preflightOK, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
 		Entry("a complete run to another version is never pruned: it runs again",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
@@ -379,7 +390,7 @@ var _ = Describe("Plan", func() {
 				r := migrated
 				r.StorageVersion = "v1alpha1"
 				return r
-			}())), nil, settled,
+			}())), preflightOK, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
 		Entry("a run with failures is never pruned and blocks until the retry",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
@@ -463,7 +474,7 @@ var _ = Describe("Plan", func() {
 
 		// GitOps mode: the CRD manifest owns spec.versions.
 		Entry("GitOps mode never switches storage itself; it migrates after the manifest did",
-			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("", storedSince("v1beta1", time.Minute)), nil, settled,
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage), policy("", storedSince("v1beta1", time.Minute)), preflightOK, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
 		Entry("GitOps mode with nothing stale is graduated",
 			crd([]string{"v1alpha1"}, alpha, beta), policy(""), nil, settled,

@@ -18,25 +18,24 @@ package graduationtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/driver"
 	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/internal/steps"
 	"github.com/graduator/graduator/migration"
 )
 
 // settleDelay is how long Graduate waits after discovery shows the new
 // storage version: one API server, so a moment is enough (the operator and
-// crdmigrate wait 10 s by default, for HA control planes).
+// crdmigrate wait graduation.DefaultSettleDelay, for HA control planes).
 const settleDelay = time.Second
 
 // Report is what a graduation did, with what etcd held before and after.
@@ -62,12 +61,13 @@ func (r Report) String() string {
 }
 
 // Graduate makes version the storage version of the CRD named crdName (when
-// it is not yet), and does in-process what the Graduator operator and the
-// crdmigrate controller do: wait until discovery advertises the new storage
-// version, preflight (a sample read and dry-run write at version), run the
-// migration engine, and prune status.storedVersions, which it refuses after
-// a partial run. It then reads etcd and fails the test unless every object
-// is stored as version and storedVersions is [version].
+// it is not yet), and graduates it in-process with the driver the Graduator
+// operator and the crdmigrate controller run (package driver): preflight,
+// switch the storage version, wait until discovery advertises it, preflight
+// again before the first write, run the migration engine, and prune
+// status.storedVersions, which it refuses after a partial run. It then
+// reads etcd and fails the test unless every object is stored as version
+// and storedVersions is [version].
 func (r *Rehearsal) Graduate(ctx context.Context, crdName, version string) Report {
 	r.helper()
 	report, err := r.TryGraduate(ctx, crdName, version)
@@ -75,7 +75,8 @@ func (r *Rehearsal) Graduate(ctx context.Context, crdName, version string) Repor
 	return report
 }
 
-// TryGraduate is Graduate returning an error (with the report so far).
+// TryGraduate is Graduate returning an error (with the report so far). A
+// step that fails is not retried: the error says which and why.
 func (r *Rehearsal) TryGraduate(ctx context.Context, crdName, version string) (Report, error) {
 	report := Report{CRD: crdName, Version: version}
 	crd, err := r.crd(ctx, crdName)
@@ -86,29 +87,31 @@ func (r *Rehearsal) TryGraduate(ctx context.Context, crdName, version string) (R
 	if report.Before, err = r.TryStored(ctx, crdName); err != nil {
 		return report, err
 	}
-	if crd, err = r.switchStorage(ctx, crdName, version); err != nil {
-		return report, err
-	}
-	if err := r.waitSettled(ctx, crdName); err != nil {
-		return report, err
-	}
-	if pre := steps.Preflight(ctx, r.Dynamic, crd, version, r.opts.Migration.WriteTo); !pre.Passed {
-		return report, fmt.Errorf("the preflight of %s at %s failed (%s): %s", crdName, version, pre.Reason, pre.Message)
-	}
 
 	tuning := r.opts.Migration
-	report.Migration, err = migration.Run(ctx, r.Dynamic, migration.Options{
-		Resource: graduation.ResourceAt(crd, version), Config: r.Config,
-		Concurrency: tuning.Concurrency, Priority: tuning.Priority, PageSize: tuning.PageSize, QPS: tuning.QPS, WriteTo: tuning.WriteTo,
-	})
-	res := report.Migration
-	migrateErr := err
-	if migrateErr == nil && res.Failed > 0 {
-		migrateErr = fmt.Errorf("%d objects could not be rewritten as %s: %s", res.Failed, version, failures(res.Failures))
+	policy := &graduatorv1alpha1.CRDVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: crdName, Generation: 1},
+		Spec: graduatorv1alpha1.CRDVersionPolicySpec{
+			StorageVersion: version,
+			Migration: graduatorv1alpha1.MigrationSettings{
+				Concurrency: int32(tuning.Concurrency), PageSize: tuning.PageSize, QPS: int32(math.Ceil(float64(tuning.QPS))),
+				WriteTo: tuning.WriteTo, Priority: graduatorv1alpha1.Priority(tuning.Priority),
+				SettleDelay: &metav1.Duration{Duration: settleDelay},
+			},
+		},
 	}
-	pruneErr := migration.PruneStoredVersions(ctx, r.Client, crdName, migration.Expectation{
-		StorageVersion: version, Generation: crd.Generation, Complete: res.Complete, Failed: res.Failed,
-	})
+	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
+	out, err := r.driver().Finish(ctx, store, policy, r.opts.Timeout)
+	report.Migration = driver.RunResult(policy.Status)
+	var graduateErr error
+	switch {
+	case err != nil:
+		graduateErr = err
+	case out.Stall != nil:
+		graduateErr = fmt.Errorf("%s: %w", out.Stall.Message, out.Err)
+	case out.Step.Phase != graduatorv1alpha1.PhaseGraduated:
+		graduateErr = fmt.Errorf("%s (%s)", out.Step.Message(), out.Step.Reason())
+	}
 	if report.After, err = r.TryStored(ctx, crdName); err != nil {
 		return report, err
 	}
@@ -116,11 +119,35 @@ func (r *Rehearsal) TryGraduate(ctx context.Context, crdName, version string) (R
 		return report, err
 	}
 	report.StoredVersionsAfter = crd.Status.StoredVersions
-	if migrateErr != nil || pruneErr != nil {
+	if graduateErr != nil {
 		return report, fmt.Errorf("graduate %s to %s: %w (etcd holds %s; storedVersions [%s])", crdName, version,
-			errors.Join(migrateErr, pruneErr), report.After, strings.Join(report.StoredVersionsAfter, ", "))
+			graduateErr, report.After, strings.Join(report.StoredVersionsAfter, ", "))
 	}
 	return report, report.check()
+}
+
+// driver is the graduation's driver with the rehearsal's clients, telling
+// each step in the test's log.
+func (r *Rehearsal) driver() *driver.Driver {
+	return &driver.Driver{
+		Clients: driver.Clients{
+			Client: r.Client, Reader: r.Client, Dynamic: r.Dynamic, Config: r.Config, Discovery: r.discovery, Reviews: r.reviews,
+		},
+		Reporter: reporter{r.t},
+	}
+}
+
+// reporter tells the steps in the test's log, when there is one.
+type reporter struct{ t TB }
+
+func (rep reporter) Event(_ *graduatorv1alpha1.CRDVersionPolicy, _ *apiextensionsv1.CustomResourceDefinition,
+	eventType, reason, action, message string) {
+	if l, ok := rep.t.(interface{ Logf(string, ...any) }); ok {
+		l.Logf("%s %s (%s): %s", action, reason, eventType, message)
+	}
+}
+
+func (reporter) Planned(*graduatorv1alpha1.CRDVersionPolicy, graduation.Step, graduatorv1alpha1.Phase) {
 }
 
 // check is the rehearsal's own proof, from etcd, of what the prune assumed.
@@ -162,64 +189,4 @@ func sample(keys []string) string {
 		return strings.Join(keys, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(keys[:show], ", "), len(keys)-show)
-}
-
-func failures(fs []migration.Failure) string {
-	out := make([]string, 0, len(fs))
-	for _, f := range fs {
-		out = append(out, f.String())
-	}
-	return strings.Join(out, "; ")
-}
-
-// switchStorage makes version the storage version, as a release's manifest
-// would, and returns the CRD as written.
-func (r *Rehearsal) switchStorage(ctx context.Context, crdName, version string) (*apiextensionsv1.CustomResourceDefinition, error) {
-	var crd apiextensionsv1.CustomResourceDefinition
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: crdName}, &crd); err != nil {
-			return err
-		}
-		if graduation.StorageVersion(&crd) == version {
-			return nil
-		}
-		found := false
-		for i := range crd.Spec.Versions {
-			crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == version
-			found = found || crd.Spec.Versions[i].Storage
-		}
-		if !found {
-			return fmt.Errorf("CRD %s has no version %s", crdName, version)
-		}
-		return r.Client.Update(ctx, &crd)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("make %s the storage version of %s: %w", version, crdName, err)
-	}
-	return &crd, nil
-}
-
-// waitSettled waits until discovery advertises the storage version, then
-// the settle delay.
-func (r *Rehearsal) waitSettled(ctx context.Context, crdName string) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.Timeout, true, func(ctx context.Context) (bool, error) {
-		crd, err := r.crd(ctx, crdName)
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		settled, err := steps.StorageSettled(ctx, r.discovery, crd)
-		last = err
-		return settled, nil
-	})
-	if err != nil {
-		return fmt.Errorf("discovery does not advertise the new storage version of %s: %w", crdName, errors.Join(err, last))
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(settleDelay):
-		return nil
-	}
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -77,6 +78,7 @@ type Rehearsal struct {
 	t         TB
 	opts      Options
 	discovery discovery.DiscoveryInterface
+	reviews   authorizationv1client.SelfSubjectAccessReviewInterface
 }
 
 // New connects a rehearsal to a started envtest environment: to its API
@@ -125,6 +127,11 @@ func NewE(env *envtest.Environment, opts Options) (*Rehearsal, error) {
 	if r.discovery, err = discovery.NewDiscoveryClientForConfig(env.Config); err != nil {
 		return nil, fmt.Errorf("create the discovery client: %w", err)
 	}
+	authz, err := authorizationv1client.NewForConfig(env.Config)
+	if err != nil {
+		return nil, fmt.Errorf("create the authorization client: %w", err)
+	}
+	r.reviews = authz.SelfSubjectAccessReviews()
 	if r.Etcd, err = NewEtcdStore(env.ControlPlane.Etcd.URL.String()); err != nil {
 		return nil, err
 	}

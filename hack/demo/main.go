@@ -49,7 +49,7 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/controllers"
 	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/test/etcdstore"
+	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/test/gitops"
 	"github.com/graduator/graduator/test/pizzaenv"
 )
@@ -119,7 +119,7 @@ func run(count int, grace time.Duration) error {
 	if err != nil {
 		return err
 	}
-	store, err := etcdstore.New(env.ControlPlane.Etcd.URL.String())
+	store, err := graduationtest.NewEtcdStore(env.ControlPlane.Etcd.URL.String())
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/graduator/graduator/crdmigrate"
+	"github.com/graduator/graduator/driver"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
@@ -56,9 +57,9 @@ var _ = Describe("crdmigrate in a bare manager", func() {
 		Expect(stored.Objects).To(HaveLen(objects))
 		r.Verify(ctx, snap)
 		Eventually(crdEvents(ctx, crd.Name)).Should(ContainElements(
-			And(HaveField("Reason", crdmigrate.ReasonMigrationStarted), HaveField("Type", "Normal")),
-			And(HaveField("Reason", crdmigrate.ReasonMigrationCompleted), HaveField("Note", ContainSubstring("rewritten as v2"))),
-			And(HaveField("Reason", crdmigrate.ReasonStoredVersionsPruned), HaveField("Note", ContainSubstring("from [v1, v2] to [v2]"))),
+			And(HaveField("Reason", driver.ReasonMigrationStarted), HaveField("Type", "Normal")),
+			And(HaveField("Reason", driver.ReasonMigrationCompleted), HaveField("Note", ContainSubstring("rewritten as v2"))),
+			And(HaveField("Reason", driver.ReasonStoredVersionsPruned), HaveField("Note", ContainSubstring("from [v1, v2] to [v2]"))),
 		))
 		Expect(counter("graduator_objects_rewritten_total", crd.Name)).To(BeNumerically(">=", objects),
 			"the manager's registry counts the rewrites")

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graduator/graduator/crdmigrate"
+	"github.com/graduator/graduator/driver"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/test/envtestutil"
 )
@@ -63,15 +64,17 @@ var _ = Describe("crdmigrate with least privilege", func() {
 			HaveField("Note", And(
 				ContainSubstring("list widgets."+group),
 				ContainSubstring(`{apiGroups: ["`+group+`"], resources: ["*"], verbs: ["get", "list", "patch"]}`),
+				ContainSubstring(`{apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions"], verbs: ["patch"]}`),
 				ContainSubstring(`{apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions/status"], verbs: ["patch"]}`),
 				ContainSubstring("nothing was changed"))))))
+		Expect(getCRD(ctx, crd.Name).Annotations).NotTo(HaveKey(driver.StateAnnotation), "no state was written on the CRD")
 		Expect(r.Stored(ctx, crd.Name).Count(group+"/v1")).To(Equal(objects), "no object was written")
 		Expect(getCRD(ctx, crd.Name).Status.StoredVersions).To(ConsistOf("v1", "v2"))
 
 		By("granting the rules the Event names")
 		grant(ctx, user+"-migrates", user, []rbacv1.PolicyRule{
 			{APIGroups: []string{group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch"}},
-			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions/status"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions", "customresourcedefinitions/status"}, Verbs: []string{"patch"}},
 		})
 		Eventually(storedVersions(ctx, crd.Name)).WithTimeout(2 * time.Minute).Should(Equal([]string{"v2"}))
 		Expect(r.Stored(ctx, crd.Name).NotAs(group + "/v2")).To(BeEmpty())

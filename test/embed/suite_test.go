@@ -34,6 +34,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/graduator/graduator/crdmigrate"
@@ -46,6 +47,8 @@ import (
 var (
 	env       *envtestutil.Env
 	rehearsal *graduationtest.Rehearsal
+	// audit is the API server's own account of every patch.
+	audit *envtestutil.AuditLog
 )
 
 func TestEmbed(t *testing.T) {
@@ -53,8 +56,13 @@ func TestEmbed(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
+	auditDir := GinkgoT().TempDir()
 	env = envsuite.Start(envtestutil.Options{
 		AddToScheme: []func(*runtime.Scheme) error{pizzaenv.AddToScheme},
+		Configure: func(e *envtest.Environment) (err error) {
+			audit, err = envtestutil.EnableAuditLog(e, auditDir)
+			return err
+		},
 	})
 	var err error
 	rehearsal, err = graduationtest.NewE(env.Environment, graduationtest.Options{

@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/graduator/graduator/graduationtest"
 )
 
 // Options say what control plane Start brings up.
@@ -57,7 +59,7 @@ type Env struct {
 	Client  client.Client
 	Dynamic dynamic.Interface
 	// Etcd reads what the API server stored.
-	Etcd *EtcdStore
+	Etcd *graduationtest.EtcdStore
 }
 
 // Start starts kube-apiserver and etcd from KUBEBUILDER_ASSETS and connects
@@ -101,7 +103,7 @@ func Start(opts Options) (_ *Env, err error) {
 	if e.Dynamic, err = dynamic.NewForConfig(e.Config); err != nil {
 		return nil, err
 	}
-	if e.Etcd, err = NewEtcdStore(e.Environment.ControlPlane.Etcd.URL.String()); err != nil {
+	if e.Etcd, err = graduationtest.NewEtcdStore(e.Environment.ControlPlane.Etcd.URL.String()); err != nil {
 		return nil, err
 	}
 	return e, nil

@@ -19,6 +19,8 @@ package envtestutil
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -33,8 +35,10 @@ import (
 // Operator is Graduator's manager running in the test process, wired as the
 // binary wires it (controllers.CacheOptions, controllers.Setup).
 type Operator struct {
-	cancel context.CancelFunc
-	done   chan error
+	cancel   context.CancelFunc
+	done     chan error
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // StartOperator starts the manager with Graduator's controllers as cfg's
@@ -61,13 +65,21 @@ func StartOperator(cfg *rest.Config, scheme *runtime.Scheme) (*Operator, error) 
 	return o, nil
 }
 
+// StopTimeout bounds how long Stop waits for the manager to return.
+const StopTimeout = time.Minute
+
 // Stop stops the manager the way SIGTERM does and returns what its Start
-// returned; it may be called again.
+// returned; it may be called again. A manager that does not return within
+// StopTimeout is reported as an error, so a hang fails the spec instead of
+// freezing the suite.
 func (o *Operator) Stop() error {
 	o.cancel()
-	err, ok := <-o.done
-	if ok {
-		close(o.done)
-	}
-	return err
+	o.stopOnce.Do(func() {
+		select {
+		case o.stopErr = <-o.done:
+		case <-time.After(StopTimeout):
+			o.stopErr = fmt.Errorf("the manager did not stop within %s of its context's cancellation", StopTimeout)
+		}
+	})
+	return o.stopErr
 }

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
 	"github.com/graduator/graduator/test/pizzaenv"
@@ -53,7 +54,7 @@ var (
 	// client-side throttling.
 	k8sClient client.Client
 	dyn       dynamic.Interface
-	etcd      *envtestutil.EtcdStore
+	etcd      *graduationtest.EtcdStore
 
 	// managerBinary is cmd/manager built by gexec; managerKubeconfig a
 	// kubeconfig of managerUser (system:masters).

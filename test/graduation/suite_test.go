@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
 	"github.com/graduator/graduator/test/pizzaenv"
@@ -43,7 +44,7 @@ var (
 	cfg       *rest.Config
 	k8sClient client.Client
 	dyn       dynamic.Interface
-	etcd      *envtestutil.EtcdStore
+	etcd      *graduationtest.EtcdStore
 	scheme    *runtime.Scheme
 )
 

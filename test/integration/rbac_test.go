@@ -45,8 +45,8 @@ import (
 	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/test/chart"
-	"github.com/graduator/graduator/test/envtestutil"
 )
 
 // The chart's RBAC, installed as `helm install` would, and the built manager
@@ -56,7 +56,7 @@ var _ = Describe("The Helm chart's RBAC, with the manager running as its Service
 	const widgets = 30
 	var (
 		managerBinary string
-		etcd          *envtestutil.EtcdStore
+		etcd          *graduationtest.EtcdStore
 		admin         []byte // a kubeconfig of a system:masters user
 	)
 

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
 	"github.com/graduator/graduator/test/pizzaenv"
@@ -40,7 +41,7 @@ import (
 var (
 	k8sClient client.Client
 	dyn       dynamic.Interface
-	etcd      *envtestutil.EtcdStore
+	etcd      *graduationtest.EtcdStore
 	cfg       *rest.Config
 	scheme    *runtime.Scheme
 	// audit is kube-apiserver's log of every patch: who wrote which object.

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
 )
@@ -48,7 +49,7 @@ var (
 	cfg       *rest.Config
 	k8sClient client.Client
 	dyn       dynamic.Interface
-	etcd      *envtestutil.EtcdStore
+	etcd      *graduationtest.EtcdStore
 	groups    atomic.Int32
 )
 

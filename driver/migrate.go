@@ -1,0 +1,252 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/metrics"
+	"github.com/graduator/graduator/migration"
+)
+
+// ErrCRDChanged and ErrPolicyChanged stop a run whose premise no longer
+// holds; the next plan decides, on fresh reads, whether it resumes,
+// restarts or stops.
+var (
+	ErrCRDChanged    = errors.New("the CRD changed during the migration")
+	ErrPolicyChanged = errors.New("the policy was changed, paused or deleted")
+)
+
+// Interrupt stops the running migration of the policy named name between
+// two writes, for why (ErrCRDChanged, ErrPolicyChanged). A door calls it
+// from its watches: a run learns of a change at once, not only at its next
+// page.
+func (d *Driver) Interrupt(name string, why error) { d.runs.interrupt(name, why) }
+
+// migrate runs or resumes the storage migration, saving its progress in the
+// store after every page so that a restarted door resumes from the last
+// saved continue token.
+func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) error {
+	policy, crd := g.policy, g.crd
+	logger := log.FromContext(ctx)
+	r := policy.Status.Migration
+	if step.Restart || r == nil {
+		started := metav1.NewTime(d.now())
+		r = &graduatorv1alpha1.MigrationStatus{
+			CRDGeneration: crd.Generation, StorageVersion: step.StorageVersion, StartedAt: &started,
+		}
+		policy.Status.Migration = r
+		d.Reporter.Event(policy, crd, corev1.EventTypeNormal, ReasonMigrationStarted, "Migrate",
+			fmt.Sprintf("rewriting every %s as %s", crd.Spec.Names.Plural, step.StorageVersion))
+	} else {
+		logger.Info("resuming the migration", "continue", r.ContinueToken != "", "listed", r.Listed)
+	}
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.runs.start(policy.Name, cancel)
+	defer d.runs.done(policy.Name)
+	metrics.MigrationsRunning.Inc()
+	defer metrics.MigrationsRunning.Dec()
+	counted := progressOf(r)
+	opts := d.engineOptions(policy.Spec.Migration, graduation.ResourceAt(crd, step.StorageVersion), progressOf(r))
+	door := opts.OnProgress
+	opts.OnProgress = func(p migration.Progress) {
+		metrics.CountProgress(crd.Name, &counted, p)
+		metrics.MigrationWriters.WithLabelValues(crd.Name).Set(float64(p.Writers))
+		metrics.ObserveProgress(crd.Name, p)
+		recordProgress(r, p)
+		// Conditions follow the run as it goes: objects rejected so far
+		// show in Ready at once, not only when the run ends. A page went
+		// through, so a stall is over (Attempts 0): the run moves again.
+		now := d.now()
+		d.recovered(g, graduation.Input{CRD: crd, Policy: policy, Now: now, StorageSettled: true}, step)
+		d.record(g, graduation.Plan(graduation.Input{CRD: crd, Policy: policy, Now: now, StorageSettled: true}), now)
+		if err := g.store.Save(ctx, policy); apierrors.IsConflict(err) {
+			// Another writer's status is newer than ours: stop rather than
+			// go on from a past the status no longer shows.
+			cancel(fmt.Errorf("save the migration's progress: %w", err))
+			return
+		} else if err != nil {
+			// The next page saves it again; the run goes on.
+			logger.Error(err, "saving migration progress")
+		}
+		if door != nil {
+			door(p)
+		}
+		if why := d.invalidated(ctx, g, r); why != nil {
+			cancel(why)
+		}
+	}
+	result, err := migration.Run(runCtx, d.Dynamic, opts)
+	metrics.CountProgress(crd.Name, &counted, result.Progress)
+	recordProgress(r, result.Progress)
+	if result.Complete {
+		metrics.MigrationProgress.WithLabelValues(crd.Name).Set(1)
+	}
+	if why := context.Cause(runCtx); errors.Is(why, ErrCRDChanged) || errors.Is(why, ErrPolicyChanged) {
+		// The CRD or the policy changed: the next plan decides what follows.
+		logger.Info("migration interrupted", "reason", why.Error())
+		return nil
+	} else if why != nil && ctx.Err() == nil {
+		err = why // a check between pages failed
+	}
+	if err != nil {
+		return fmt.Errorf("migrate %s to %s: %w", crd.Name, step.StorageVersion, err)
+	}
+	if result.Complete {
+		d.completed(g, step.StorageVersion)
+	}
+	return nil
+}
+
+// engineOptions are the engine's options for a run of the policy's
+// migration settings, resuming from resume, with the door's additions.
+func (d *Driver) engineOptions(settings graduatorv1alpha1.MigrationSettings, resource schema.GroupVersionResource, resume migration.Progress) migration.Options {
+	opts := migration.Options{
+		Resource:    resource,
+		Config:      d.Config,
+		Concurrency: int(settings.Concurrency),
+		PageSize:    settings.PageSize,
+		QPS:         float32(settings.QPS),
+		WriteTo:     settings.WriteTo,
+		Priority:    migration.Priority(settings.Priority),
+		Resume:      resume,
+	}
+	if d.Engine != nil {
+		d.Engine(&opts)
+	}
+	return opts
+}
+
+// completed records the end of a run that reached the end of the listing.
+func (d *Driver) completed(g *run, target string) {
+	policy, crd, r := g.policy, g.crd, g.policy.Status.Migration
+	done := metav1.NewTime(d.now())
+	r.CompletedAt = &done
+	r.ContinueToken = ""
+	metrics.MigrationDuration.WithLabelValues(crd.Name).Observe(done.Sub(r.StartedAt.Time).Seconds())
+	eventType, reason := corev1.EventTypeNormal, ReasonMigrationCompleted
+	if r.Failed > 0 {
+		eventType, reason = corev1.EventTypeWarning, ReasonMigrationFailed
+	}
+	d.Reporter.Event(policy, crd, eventType, reason, "Migrate", fmt.Sprintf("%d %s rewritten as %s, %d skipped, %d failed",
+		r.Rewritten, crd.Spec.Names.Plural, target, r.Skipped, r.Failed))
+}
+
+// invalidated checks, between pages, that the run still migrates the right
+// thing: the CRD generation and storage version it started on, and a policy
+// that is neither paused nor retargeted. A door's watches interrupt a run at
+// once (Interrupt); this check also covers an event a watch missed. A read
+// that fails stops the run too: it cannot be known to be right.
+func (d *Driver) invalidated(ctx context.Context, g *run, r *graduatorv1alpha1.MigrationStatus) error {
+	crd, err := d.getCRD(ctx, g.policy.Name)
+	if err != nil {
+		return err
+	}
+	if crd == nil || crd.Generation != r.CRDGeneration || graduation.StorageVersion(crd) != r.StorageVersion {
+		return ErrCRDChanged
+	}
+	current, err := g.store.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("reread policy %s: %w", g.policy.Name, err)
+	}
+	if current == nil || current.Generation != g.policy.Generation {
+		return ErrPolicyChanged
+	}
+	return nil
+}
+
+func progressOf(r *graduatorv1alpha1.MigrationStatus) migration.Progress {
+	p := migration.Progress{
+		Checkpoint:        r.ResourceVersion,
+		Continue:          r.ContinueToken,
+		CatchUp:           r.CatchUp,
+		CatchUpCheckpoint: r.CatchUpResourceVersion,
+		CaughtUp:          r.CaughtUp,
+		Listed:            r.Listed,
+		Rewritten:         r.Rewritten,
+		Skipped:           r.Skipped,
+		Failed:            r.Failed,
+	}
+	for _, f := range r.Failures {
+		p.Failures = append(p.Failures, migration.Failure{Namespace: f.Namespace, Name: f.Name, Reason: f.Reason})
+	}
+	return p
+}
+
+// maxFailureReason keeps an object's error in the status without letting a
+// long webhook answer fill it.
+const maxFailureReason = 1000
+
+func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) {
+	r.ResourceVersion = p.Checkpoint
+	r.ContinueToken = p.Continue
+	r.CatchUp, r.CatchUpResourceVersion, r.CaughtUp = p.CatchUp, p.CatchUpCheckpoint, p.CaughtUp
+	r.Writers, r.WritersReason = int32(p.Writers), string(p.WritersReason)
+	r.Listed, r.Rewritten, r.Skipped, r.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
+	r.Progress = fmt.Sprintf("%d/%d", p.Rewritten+p.Skipped+p.Failed, p.Listed)
+	r.Failures = nil
+	for _, f := range p.Failures {
+		reason := f.Reason
+		if len(reason) > maxFailureReason {
+			reason = reason[:maxFailureReason] + "..."
+		}
+		r.Failures = append(r.Failures, graduatorv1alpha1.MigrationFailure{Namespace: f.Namespace, Name: f.Name, Reason: reason})
+	}
+}
+
+// runningMigrations holds the cancel function of each policy's running
+// migration, so that an event can stop it between two writes.
+type runningMigrations struct {
+	mu     sync.Mutex
+	cancel map[string]context.CancelCauseFunc
+}
+
+func (m *runningMigrations) start(name string, cancel context.CancelCauseFunc) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cancel == nil {
+		m.cancel = map[string]context.CancelCauseFunc{}
+	}
+	m.cancel[name] = cancel
+}
+
+func (m *runningMigrations) done(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.cancel, name)
+}
+
+func (m *runningMigrations) interrupt(name string, why error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cancel, ok := m.cancel[name]; ok {
+		cancel(why)
+	}
+}
