@@ -164,20 +164,7 @@ type Denied struct {
 // Error names what is missing and the rule that grants it, on one line (it
 // ends up in a condition message).
 func (d *Denied) Error() string {
-	// "list, get, patch widgets.example.com and patch widgets.example.com/status"
-	var order []string
-	verbs := map[string][]string{}
-	for _, m := range d.Missing {
-		what := Describe(m)
-		if _, seen := verbs[what]; !seen {
-			order = append(order, what)
-		}
-		verbs[what] = append(verbs[what], m.Verb)
-	}
-	missing := make([]string, 0, len(order))
-	for _, what := range order {
-		missing = append(missing, strings.Join(verbs[what], ", ")+" "+what)
-	}
+	missing := d.missing()
 	if d.Resource == StorageVersionMigrations {
 		return fmt.Sprintf("not allowed to %s, which engine StorageVersionMigration needs; add the rule %s to a ClusterRole "+
 			"labelled %s: \"true\" (with the Helm chart: --set inTreeEngine.enabled=true); nothing was changed",
@@ -205,6 +192,42 @@ func (d *Denied) Error() string {
 	return fmt.Sprintf("not allowed to %s; add the rule %s to a ClusterRole labelled %s: \"true\" "+
 		"(with the Helm chart: --set rbac.migrateGroups={%s})%s; nothing was changed",
 		strings.Join(missing, " and "), d.Rule(), AggregationLabel, d.Resource.Group, also)
+}
+
+// missing names the missing permissions, grouped by resource: "list, get,
+// patch widgets.example.com and patch widgets.example.com/status".
+func (d *Denied) missing() []string {
+	var order []string
+	verbs := map[string][]string{}
+	for _, m := range d.Missing {
+		what := Describe(m)
+		if _, seen := verbs[what]; !seen {
+			order = append(order, what)
+		}
+		verbs[what] = append(verbs[what], m.Verb)
+	}
+	missing := make([]string, 0, len(order))
+	for _, what := range order {
+		missing = append(missing, strings.Join(verbs[what], ", ")+" "+what)
+	}
+	return missing
+}
+
+// Grant says what is missing and every rule that grants it, for a caller
+// that runs under a role of its own (an operator that embeds the
+// graduation) rather than Graduator's chart.
+func (d *Denied) Grant() string {
+	rules := []string{d.Rule()}
+	for _, m := range d.Missing {
+		if rule := ruleOf(m); m.Group != d.Resource.Group && !slices.Contains(rules, rule) {
+			rules = append(rules, rule)
+		}
+	}
+	if !d.missesGroup() {
+		rules = rules[1:]
+	}
+	return fmt.Sprintf("not allowed to %s; grant the manager's ServiceAccount the rules %s; nothing was changed",
+		strings.Join(d.missing(), " and "), strings.Join(rules, " and "))
 }
 
 // missesGroup reports a missing right on the migrated resource's group.

@@ -192,3 +192,32 @@ func TestCheckInTree(t *testing.T) {
 		})
 	}
 }
+
+func TestGrantNamesEveryMissingRightAndItsRule(t *testing.T) {
+	denied := &Denied{
+		Resource: schema.GroupVersionResource{Group: "batch.example.com", Version: "v1", Resource: "jobs"},
+		Missing: []authorizationv1.ResourceAttributes{
+			{Verb: "list", Group: "batch.example.com", Resource: "jobs"},
+			{Verb: "patch", Group: "batch.example.com", Resource: "jobs"},
+			{Verb: "patch", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions", Subresource: "status"},
+			{Verb: "create", Group: "events.k8s.io", Resource: "events"},
+		},
+	}
+	want := `not allowed to list, patch jobs.batch.example.com and patch customresourcedefinitions.apiextensions.k8s.io/status ` +
+		`and create events.events.k8s.io; grant the manager's ServiceAccount the rules ` +
+		`{apiGroups: ["batch.example.com"], resources: ["*"], verbs: ["get", "list", "patch"]} and ` +
+		`{apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions/status"], verbs: ["patch"]} and ` +
+		`{apiGroups: ["events.k8s.io"], resources: ["events"], verbs: ["create", "patch"]}; nothing was changed`
+	if got := denied.Grant(); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if !apierrors.IsForbidden(denied) {
+		t.Fatal("Denied is not recognized as a 403")
+	}
+	only := &Denied{Resource: denied.Resource, Missing: denied.Missing[2:3]}
+	if got, want := only.Grant(), `not allowed to patch customresourcedefinitions.apiextensions.k8s.io/status; grant the manager's `+
+		`ServiceAccount the rules {apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions/status"], `+
+		`verbs: ["patch"]}; nothing was changed`; got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}

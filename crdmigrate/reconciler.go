@@ -18,6 +18,7 @@ package crdmigrate
 
 import (
 	"context"
+	"errors"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/driver"
 	"github.com/graduator/graduator/graduation"
@@ -65,9 +67,12 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Before any state is written on the CRD: may the controller do all
 	// the graduation takes? A denial names the rules to add.
 	if err := r.driver.CheckAccess(ctx, policy, crd, graduation.StorageVersion(crd)); err != nil {
-		stall := graduation.StallOf("CheckAccess", err, 1)
-		r.driver.Reporter.Event(policy, crd, corev1.EventTypeWarning, stall.Reason, "CheckAccess", stall.Message)
-		log.FromContext(ctx).Info("graduation stalled", "reason", stall.Reason, "error", err.Error())
+		reason, message := graduation.StallReason("CheckAccess", err), err.Error()
+		if denied := (*access.Denied)(nil); errors.As(err, &denied) {
+			message = denied.Grant()
+		}
+		r.driver.Reporter.Event(policy, crd, corev1.EventTypeWarning, reason, "CheckAccess", message)
+		log.FromContext(ctx).Info("graduation stalled", "reason", reason, "error", err.Error())
 		return ctrl.Result{RequeueAfter: graduation.BlockedRetryInterval}, nil
 	}
 	out, err := r.driver.Run(ctx, store, policy)
