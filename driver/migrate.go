@@ -193,6 +193,7 @@ func progressOf(r *graduatorv1alpha1.MigrationStatus) migration.Progress {
 		Rewritten:         r.Rewritten,
 		Skipped:           r.Skipped,
 		Failed:            r.Failed,
+		Written:           r.WrittenRanges,
 	}
 	for _, f := range r.Failures {
 		p.Failures = append(p.Failures, migration.Failure{Namespace: f.Namespace, Name: f.Name, Reason: f.Reason})
@@ -211,6 +212,7 @@ func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) 
 	r.Writers, r.WritersReason = int32(p.Writers), string(p.WritersReason)
 	r.Listed, r.Rewritten, r.Skipped, r.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
 	r.Progress = fmt.Sprintf("%d/%d", p.Rewritten+p.Skipped+p.Failed, p.Listed)
+	r.WrittenRanges = p.Written
 	r.Failures = nil
 	for _, f := range p.Failures {
 		reason := f.Reason

@@ -48,6 +48,7 @@ package migration
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"k8s.io/client-go/dynamic"
@@ -72,6 +73,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		opts:     opts,
 		writers:  newLimiter(opts.Concurrency, opts.FixedConcurrency, opts.Priority),
 		progress: opts.Resume,
+		resumed:  parseWritten(opts.Resume.Written),
 	}
 	r.writers.onChange = opts.OnLimit
 	var err error
@@ -91,6 +93,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		}
 		r.mu.Lock()
 		r.progress.CatchUp, r.progress.Continue = true, ""
+		r.progress.Written = r.writtenLocked()
 		r.mu.Unlock()
 	}
 	complete, err := r.pass(ctx, catchUpPass)
@@ -111,6 +114,9 @@ type runner struct {
 	// just wrote (8 bytes an object; lost on a restart, when the sweep then
 	// rewrites those objects again, which is safe and cheap).
 	written []uint64
+	// resumed holds the writes of the runs this one resumed
+	// (Options.Resume.Written), for the sweep.
+	resumed []revisionRange
 	// report serializes OnProgress calls.
 	report sync.Mutex
 }
@@ -120,8 +126,19 @@ func (r *runner) snapshot() Progress {
 	defer r.mu.Unlock()
 	p := r.progress
 	p.Failures = append([]Failure(nil), r.progress.Failures...)
+	if !p.CatchUp {
+		p.Written = r.writtenLocked()
+	}
 	p.Writers, p.WritersReason, p.WriteRate = r.writers.Status()
 	return p
+}
+
+// writtenLocked encodes the run's own writes so far (Progress.Written);
+// r.mu must be held.
+func (r *runner) writtenLocked() string {
+	sorted := slices.Clone(r.written)
+	slices.Sort(sorted)
+	return writtenRanges(r.resumed, sorted)
 }
 
 func (r *runner) notify() {

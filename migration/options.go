@@ -140,6 +140,11 @@ type Progress struct {
 	WriteRate float64
 	// Failures names some of the failed objects, at most Options.MaxFailures.
 	Failures []Failure
+	// Written is the resourceVersions of the main pass's own acknowledged
+	// writes, as ranges ("a-b,c"), at most a few hundred: a run resumed from
+	// this progress (after a restart) knows them, so its catch-up sweep
+	// does not write those objects again.
+	Written string
 }
 
 // Failure is an object the run could not rewrite.

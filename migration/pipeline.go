@@ -412,7 +412,7 @@ func (r *runner) wroteVersion(rv string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, found := slices.BinarySearch(r.written, v)
-	return found
+	return found || inRanges(r.resumed, v)
 }
 
 // StopsRun reports whether a write error is not the object's own but the

@@ -479,6 +479,12 @@ type MigrationStatus struct {
 	// +optional
 	Progress string `json:"progress,omitempty"`
 
+	// WrittenRanges are the resourceVersions of the run's own writes, as
+	// ranges ("a-b,c"; a few hundred at most), so that a run resumed after
+	// a restart does not write those objects again in its catch-up sweep.
+	// +optional
+	WrittenRanges string `json:"writtenRanges,omitempty"`
+
 	// Failures names some of the objects that could not be rewritten.
 	// +optional
 	// +listType=atomic

@@ -97,6 +97,7 @@ type run struct {
 	target
 	f       *figures
 	watcher *pruneWatcher
+	phases  *phaseRecorder
 	mgr     *managerProc
 	// policyAt is when the policy was created.
 	policyAt time.Time
@@ -107,6 +108,7 @@ type run struct {
 func migrate(ctx context.Context, f *figures, t target, manager string, spec graduatorv1alpha1.CRDVersionPolicySpec) *run {
 	r := &run{target: t, f: f}
 	r.watcher = startPruneWatcher(ctx, f, t.crd, t.group, t.plural, t.from)
+	r.phases = startPhaseRecorder(ctx, t.crd)
 	r.mgr = startManager(manager)
 	spec.StorageVersion = t.to
 	createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: t.crd}, Spec: spec})
@@ -140,6 +142,7 @@ func (r *run) expectFinished(ctx context.Context, faultEnd time.Time) {
 	r.f.ManagerRestarts = r.mgr.restarts()
 	r.watcher.expectPrunedClean(r.f)
 	expectAllStoredAs(ctx, r.group, r.plural, r.newAPIVersion(), size.objects)
+	r.phases.expectMonotonic()
 }
 
 // scenario is a row of the fault table.
@@ -221,6 +224,7 @@ var _ = Describe("Faults during a migration", func() {
 		f.Note = fmt.Sprintf("writer errors %d", w.errors.Load())
 
 		r.watcher.expectPrunedClean(f)
+		r.phases.expectMonotonic()
 		lost, examples := w.lost(ctx)
 		f.UpdatesLost = lost
 		Expect(lost).To(BeZero(), "writer updates lost: %v", examples)

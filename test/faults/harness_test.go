@@ -771,3 +771,91 @@ func passFail(ok bool) string {
 	}
 	return "FAIL"
 }
+
+// ---------------------------------------------------------------------------
+// The phase recorder.
+
+// phaseRecorder records every phase a policy shows, from a watch, so that a
+// spec can check the phase never moved backwards (a graduated run resumed),
+// however briefly.
+type phaseRecorder struct {
+	name   string
+	mu     sync.Mutex
+	phases []graduatorv1alpha1.Phase
+	done   chan struct{}
+}
+
+var policyResource = graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies")
+
+func startPhaseRecorder(ctx context.Context, name string) *phaseRecorder {
+	p := &phaseRecorder{name: name, done: make(chan struct{})}
+	watchCtx, cancel := context.WithCancel(ctx)
+	DeferCleanup(func() { cancel(); <-p.done })
+	go p.run(watchCtx)
+	return p
+}
+
+func (p *phaseRecorder) see(obj *unstructured.Unstructured) {
+	phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if phase != "" && (len(p.phases) == 0 || p.phases[len(p.phases)-1] != graduatorv1alpha1.Phase(phase)) {
+		p.phases = append(p.phases, graduatorv1alpha1.Phase(phase))
+	}
+}
+
+func (p *phaseRecorder) run(ctx context.Context) {
+	defer GinkgoRecover()
+	defer close(p.done)
+	selector := "metadata.name=" + p.name
+	for ctx.Err() == nil {
+		list, err := dyn.Resource(policyResource).List(ctx, metav1.ListOptions{FieldSelector: selector})
+		if err == nil {
+			for i := range list.Items {
+				p.see(&list.Items[i])
+			}
+			watcher, err := dyn.Resource(policyResource).Watch(ctx, metav1.ListOptions{
+				FieldSelector: selector, ResourceVersion: list.GetResourceVersion(),
+			})
+			if err == nil {
+				for ev := range watcher.ResultChan() {
+					if obj, ok := ev.Object.(*unstructured.Unstructured); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+						p.see(obj)
+					}
+				}
+				watcher.Stop()
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// phaseOrder ranks the phases a graduation passes through; Blocked is a
+// stall that may come at any step, so it has no rank.
+var phaseOrder = map[graduatorv1alpha1.Phase]int{
+	graduatorv1alpha1.PhasePending: 0, graduatorv1alpha1.PhasePreflight: 1, graduatorv1alpha1.PhaseSwitchingStorage: 2,
+	graduatorv1alpha1.PhaseMigrating: 3, graduatorv1alpha1.PhasePruning: 4, graduatorv1alpha1.PhaseRetiring: 5,
+	graduatorv1alpha1.PhaseGraduated: 6,
+}
+
+// expectMonotonic watches a few seconds more (a graduated policy that
+// resumes its run does so within a second), then checks that no phase came
+// after a later one.
+func (p *phaseRecorder) expectMonotonic() {
+	time.Sleep(5 * time.Second)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	highest := -1
+	for i, phase := range p.phases {
+		rank, ranked := phaseOrder[phase]
+		if !ranked {
+			continue
+		}
+		ExpectWithOffset(1, rank).To(BeNumerically(">=", highest),
+			"policy %s went back to %s after a later phase: %v", p.name, phase, p.phases[:i+1])
+		highest = max(highest, rank)
+	}
+}

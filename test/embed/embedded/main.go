@@ -29,6 +29,7 @@ import (
 
 	"k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/graduator/graduator/crdmigrate"
@@ -38,7 +39,10 @@ func main() {
 	crds := flag.String("crds", "", "Comma-separated names of the CRDs to graduate.")
 	settle := flag.Duration("settle-delay", time.Second, "crdmigrate's SettleDelay.")
 	qps := flag.Float64("qps", 0, "crdmigrate's QPS (0: none).")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	// --kubeconfig is controller-runtime's flag.
 	if err := run(strings.Split(*crds, ","), *settle, float32(*qps)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
