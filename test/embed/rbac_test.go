@@ -62,7 +62,7 @@ var _ = Describe("crdmigrate with least privilege", func() {
 		Eventually(crdEvents(ctx, crd.Name)).WithTimeout(time.Minute).Should(ContainElement(And(
 			HaveField("Reason", graduation.ReasonForbidden), HaveField("Type", "Warning"),
 			HaveField("Note", And(
-				ContainSubstring("list widgets."+group),
+				ContainSubstring("list, get, patch widgets."+group),
 				ContainSubstring(`{apiGroups: ["`+group+`"], resources: ["*"], verbs: ["get", "list", "patch"]}`),
 				ContainSubstring(`{apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions"], verbs: ["patch"]}`),
 				ContainSubstring(`{apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions/status"], verbs: ["patch"]}`),
