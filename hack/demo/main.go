@@ -50,6 +50,7 @@ import (
 	"github.com/graduator/graduator/controllers"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/graduationtest"
+	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/gitops"
 	"github.com/graduator/graduator/test/pizzaenv"
 )
@@ -81,7 +82,7 @@ func run(count int, grace time.Duration) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	root, err := repoRoot()
+	root, err := envtestutil.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -331,23 +332,6 @@ func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 		cancel()
 		<-done
 	}, nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run the demo from inside the repository (no go.mod found)")
-		}
-		dir = parent
-	}
 }
 
 func shorten(s string, n int) string {

@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/mod/modfile"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -137,20 +138,24 @@ func (e *Env) WriteKubeconfig(user envtest.User, path string) error {
 	return os.WriteFile(path, data, 0o600)
 }
 
+// ModulePath is Graduator's module path, which ModuleRoot looks for.
+const ModulePath = "github.com/graduator/graduator"
+
 // ModuleRoot is the directory of Graduator's go.mod, found from the working
-// directory upwards (go test runs a suite in its package's directory).
+// directory upwards (go test runs a suite in its package's directory). A
+// go.mod of another module on the way (examples/ is one) is passed over.
 func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modfile.ModulePath(data) == ModulePath {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
+			return "", fmt.Errorf("no go.mod of %s above the working directory: run from inside the repository", ModulePath)
 		}
 		dir = parent
 	}
