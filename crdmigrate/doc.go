@@ -22,13 +22,14 @@ limitations under the License.
 // controller rewrites every object in the storage version and prunes
 // status.storedVersions, so that the next release may drop the old version.
 //
-// It is Graduator's operator without the CRDVersionPolicy: the same steps
-// in the same order, the same code. Before it writes anything it waits
-// until API discovery advertises the new storage version and a settle
-// delay has passed, asks the API server with SelfSubjectAccessReviews
-// whether it may list, get and patch the objects and patch the CRD's
-// status (a denial names the RBAC rule to add), and reads and dry-run
-// writes a sample of objects at the storage version (exercising the
+// It is Graduator's operator without the CRDVersionPolicy: each selected
+// CRD is graduated by the operator's driver (package driver) as a
+// GitOps-mode policy, so the steps, their order and their guards are the
+// operator's. Before it writes anything it asks the API server with
+// SelfSubjectAccessReviews whether it may do all the graduation takes (a
+// denial names the RBAC rules to add), waits until API discovery advertises
+// the new storage version and a settle delay has passed, and reads and
+// dry-run writes a sample of objects at the storage version (exercising the
 // conversion webhook and admission). Then it runs the migration engine of
 // package migration (paged, adaptive, polite by default) with its
 // invariant: an object counts as migrated only when the API server
@@ -37,6 +38,18 @@ limitations under the License.
 // the run went on. It prunes status.storedVersions only after a complete
 // run with no failed object, for the CRD generation it ran on, under an
 // optimistic lock.
+//
+// # State
+//
+// The graduation's state (the run's checkpoint, continue token and counts,
+// the phase, the conditions and the retries) is kept as JSON in the
+// annotation graduator.io/graduation on the CRD itself (driver.CRDStore),
+// written under an optimistic lock after each page of the migration. A
+// manager restarted mid-run (a rollout, an eviction, an OOM kill) resumes
+// from the last saved page: objects written since the checkpoint are skipped
+// without a write, and the catch-up sweep skips the objects the run wrote
+// itself before the restart. Deleting the annotation starts the next run
+// over, which is safe.
 //
 // # Reporting
 //
@@ -62,17 +75,21 @@ limitations under the License.
 //
 // The controller needs, besides its manager's own rights:
 //
-//	// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+//	// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch;patch
 //	// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=patch
 //	// +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
 //	// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 //	// +kubebuilder:rbac:groups=YOUR.GROUP,resources=*,verbs=get;list;patch
 //
-// The first and third are what it runs on; the others it checks with
-// SelfSubjectAccessReviews before each migration starts, and a missing one
+// The first (without patch) and third are what it runs on; the others it
+// checks with SelfSubjectAccessReviews before it writes anything (patch on
+// customresourcedefinitions is for its state annotation), and a missing one
 // stops the graduation of that CRD before anything is written, with a
 // Forbidden Event (or, when Events are what is missing, a log line) that
-// names the rule to add. An operator usually holds the last one already,
+// names every rule to add.
+//
+// Add works on a manager built with client-go's default scheme: it adds
+// apiextensions.k8s.io/v1 to the manager's scheme when it is missing. An operator usually holds the last one already,
 // for its own objects.
 //
 // The controller runs on the leader only, like every controller of a
