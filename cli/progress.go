@@ -158,13 +158,19 @@ func renderBar(name string, p migration.Progress, f figures, width int, final bo
 	if f.Total >= 0 {
 		figs = append(figs, fmt.Sprintf("%3.0f%% %d/%d", math.Floor(f.Percent), f.Done, f.Total))
 	} else {
-		figs = append(figs, fmt.Sprintf("%d/?", f.Done))
+		// The total comes with the first page's remainingItemCount.
+		figs = append(figs, fmt.Sprintf("%d done, counting the total", f.Done))
 	}
 	figs = append(figs, fmt.Sprintf("%.0f/s", f.Rate))
 	if f.ETA >= 0 {
 		figs = append(figs, "ETA "+f.ETA.String())
 	}
-	figs = append(figs, fmt.Sprintf("writers %d", p.Writers), fmt.Sprintf("failed %d", p.Failed))
+	if p.Writers > 0 {
+		figs = append(figs, fmt.Sprintf("writers %d", p.Writers))
+	} else {
+		figs = append(figs, "writers starting")
+	}
+	figs = append(figs, fmt.Sprintf("failed %d", p.Failed))
 	switch {
 	case p.CatchUp && !final:
 		figs = append(figs, fmt.Sprintf("catching up %d", p.CaughtUp))

@@ -38,10 +38,10 @@ func TestTheBarShowsTotalPercentRateETAWritersAndFailures(t *testing.T) {
 		final bool
 		want  string
 	}{
-		{"before the first page: no total yet", migration.Progress{Remaining: -1, Writers: 4}, 0, 0, 80, false,
-			"migrating widgets.example.com 0/?  0/s  writers 4  failed 0"},
-		{"objects count as they are written, before their page is done", migration.Progress{Remaining: -1, Writers: 4}, 120, 60, 80, false,
-			"migrating widgets.example.com 120/?  60/s  writers 4  failed 0"},
+		{"before the first page: no total yet", migration.Progress{Remaining: -1}, 0, 0, 120, false,
+			"migrating widgets.example.com 0 done, counting the total  0/s  writers starting  failed 0"},
+		{"objects count as they are written, before their page is done", migration.Progress{Remaining: -1, Writers: 4}, 120, 60, 120, false,
+			"migrating widgets.example.com 120 done, counting the total  60/s  writers 4  failed 0"},
 		{"total from remainingItemCount", migration.Progress{Listed: 1000, Rewritten: 990, Failed: 10, Remaining: 2000, Writers: 12},
 			0, 250, 100, false,
 			"migrating widgets.example.com [====>          ]  33% 1000/3000  250/s  ETA 8s  writers 12  failed 10"},
