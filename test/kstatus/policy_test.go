@@ -186,9 +186,13 @@ var _ = Describe("A per-CRD policy, as kstatus reads it", func() {
 			}
 			startOperator(nil)
 			createPolicy(ctx, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec})
-			obj := reads(ctx, name, status.FailedStatus, time.Minute)
-			expectStalledAsReady(obj, reason)
+			// Recorded as soon as the operator says why in Ready, before
+			// kstatus is asked: a policy that breaks the convention becomes
+			// a case the health check's tests fail on too (-update).
+			obj := readyBecause(ctx, name, reason)
 			record(obj, file, health)
+			expectFailed(obj)
+			expectStalledAsReady(obj, reason)
 		},
 		Entry("CRDNotFound", nil, "widgets.missing.kstatus.graduator.io",
 			graduatorv1alpha1.CRDVersionPolicySpec{StorageVersion: "v2"}, graduation.ReasonCRDNotFound, "crd-not-found", degraded),
@@ -244,9 +248,10 @@ var _ = Describe("A per-CRD policy, as kstatus reads it", func() {
 			ObjectMeta: metav1.ObjectMeta{Name: crd.Name},
 			Spec:       graduatorv1alpha1.CRDVersionPolicySpec{StorageVersion: "v2", Migration: slowly},
 		})
-		obj := reads(ctx, crd.Name, status.FailedStatus, time.Minute)
-		expectStalledAsReady(obj, graduation.ReasonForbidden)
+		obj := readyBecause(ctx, crd.Name, graduation.ReasonForbidden)
 		record(obj, "forbidden", degraded)
+		expectFailed(obj)
+		expectStalledAsReady(obj, graduation.ReasonForbidden)
 
 		By("granting patch: the operator looks again by itself (backing off) and the stall clears")
 		Eventually(func() error {
@@ -307,6 +312,27 @@ var _ = Describe("A per-CRD policy, as kstatus reads it", func() {
 			reads(ctx, stage.Name, status.CurrentStatus, 3*time.Minute)
 		})
 })
+
+// readyBecause waits until the policy's Ready condition is False with the
+// reason, and returns the policy.
+func readyBecause(ctx context.Context, name, reason string) *unstructured.Unstructured {
+	GinkgoHelper()
+	var obj *unstructured.Unstructured
+	Eventually(func(g Gomega) {
+		obj, _ = read(ctx, name)
+		g.Expect(condition(obj, graduatorv1alpha1.ConditionReady)).To(And(HaveKeyWithValue("status", "False"),
+			HaveKeyWithValue("reason", reason)), "conditions: %v", conditionsOf(obj))
+	}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
+	return obj
+}
+
+// expectFailed checks that kstatus reads the policy as Failed.
+func expectFailed(obj *unstructured.Unstructured) {
+	GinkgoHelper()
+	res, err := status.Compute(obj)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(res.Status).To(Equal(status.FailedStatus), "kstatus says %q; conditions: %v", res.Message, conditionsOf(obj))
+}
 
 // notServed returns crd with version not served.
 func notServed(crd *apiextensionsv1.CustomResourceDefinition, version string) *apiextensionsv1.CustomResourceDefinition {
