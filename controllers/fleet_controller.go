@@ -91,6 +91,7 @@ func (r *FleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	fleet := &graduatorv1alpha1.FleetStatus{Phases: map[string]int32{}}
 	selected := map[string]bool{}
 	var stale []string
+	var stalled []*graduatorv1alpha1.CRDVersionPolicy
 	for i := range crds.Items {
 		crd := &crds.Items[i]
 		if !Selects(policy.Spec.Selector, crd) {
@@ -98,19 +99,23 @@ func (r *FleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		selected[crd.Name] = true
 		fleet.Selected++
-		if len(graduation.StaleStoredVersions(crd)) > 0 {
-			stale = append(stale, crd.Name)
-		}
 		member, err := r.govern(ctx, policy, crd, byName)
 		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if len(graduation.StaleStoredVersions(crd)) > 0 {
+			stale = append(stale, crd.Name)
+			if member.Labels[graduatorv1alpha1.FleetLabel] == policy.Name &&
+				meta.IsStatusConditionTrue(member.Status.Conditions, graduatorv1alpha1.ConditionStalled) {
+				stalled = append(stalled, member)
+			}
 		}
 		summarize(fleet, crd.Name, policy.Name, member)
 	}
 	if err := r.deleteGenerated(ctx, policy.Name, selected); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.writeStatus(ctx, policy, fleet, stale)
+	return ctrl.Result{}, r.writeStatus(ctx, policy, fleet, stale, stalled)
 }
 
 // govern makes sure the CRD has a policy, and returns it: a new one of the
@@ -216,15 +221,17 @@ func summarize(fleet *graduatorv1alpha1.FleetStatus, crdName, fleetName string, 
 	}
 }
 
-// writeStatus records the fleet and its Ready condition: True when every
-// selected CRD stores only its storage version.
+// writeStatus records the fleet and its conditions: Ready True when every
+// selected CRD stores only its storage version; while some do not, Stalled
+// when one of its own policies of those is Stalled (a person must act
+// there: its reason and message, and how many more), else Reconciling.
 func (r *FleetReconciler) writeStatus(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
-	fleet *graduatorv1alpha1.FleetStatus, stale []string) error {
+	fleet *graduatorv1alpha1.FleetStatus, stale []string, stalled []*graduatorv1alpha1.CRDVersionPolicy) error {
 	before := policy.DeepCopy()
 	policy.Status.ObservedGeneration = policy.Generation
 	policy.Status.Fleet = fleet
 	ready := metav1.Condition{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: graduation.ReasonGraduated,
-		Message: fmt.Sprintf("every one of the %d selected CRDs stores only its storage version", fleet.Selected), ObservedGeneration: policy.Generation}
+		Message: fmt.Sprintf("every one of the %d selected CRDs stores only its storage version", fleet.Selected)}
 	phase := graduatorv1alpha1.PhaseGraduated
 	if len(stale) > 0 {
 		sort.Strings(stale)
@@ -235,9 +242,17 @@ func (r *FleetReconciler) writeStatus(ctx context.Context, policy *graduatorv1al
 		if len(fleet.Blocked) > 0 {
 			phase = graduatorv1alpha1.PhaseBlocked
 		}
+		if len(stalled) > 0 {
+			ready.Reason, ready.Message = stalledMembers(stalled, fleet.Selected)
+		}
 	}
 	policy.Status.Phase = phase
-	meta.SetStatusCondition(&policy.Status.Conditions, ready)
+	conditions := []metav1.Condition{ready}
+	graduation.SetProgress(&conditions, phase)
+	for _, c := range conditions {
+		c.ObservedGeneration = policy.Generation
+		meta.SetStatusCondition(&policy.Status.Conditions, c)
+	}
 	if equality.Semantic.DeepEqual(before.Status, policy.Status) {
 		return nil
 	}
@@ -248,6 +263,23 @@ func (r *FleetReconciler) writeStatus(ctx context.Context, policy *graduatorv1al
 		return fmt.Errorf("write status of fleet policy %s: %w", policy.Name, err)
 	}
 	return nil
+}
+
+// stalledMembers is the fleet's Ready reason and message while some of its
+// policies are Stalled: the first one's (by CRD name) reason, its words,
+// and how many more wait for a person.
+func stalledMembers(stalled []*graduatorv1alpha1.CRDVersionPolicy, selected int32) (string, string) {
+	sort.Slice(stalled, func(i, j int) bool { return stalled[i].Name < stalled[j].Name })
+	first := meta.FindStatusCondition(stalled[0].Status.Conditions, graduatorv1alpha1.ConditionStalled)
+	msg := fmt.Sprintf("%d of %d selected CRDs cannot go on until a person acts; %s: %s", len(stalled), selected, stalled[0].Name, first.Message)
+	if more := len(stalled) - 1; more > 0 {
+		names := make([]string, 0, min(more, 5))
+		for _, m := range stalled[1:min(len(stalled), 6)] {
+			names = append(names, m.Name)
+		}
+		msg += fmt.Sprintf("; also %s (see their policies)", strings.Join(names, ", "))
+	}
+	return first.Reason, msg
 }
 
 // Selects reports whether a selector selects a CRD: its group matches one of

@@ -258,8 +258,9 @@ var allConditions = []string{
 	graduatorv1alpha1.ConditionVersionsRetired,
 }
 
-// finish completes a step: Ready mirrors the blocking reason, and conditions
-// not reached yet are Unknown.
+// finish completes a step: Ready mirrors the blocking reason, Reconciling and
+// Stalled follow Ready (SetProgress), and conditions not reached yet are
+// Unknown.
 // While failed steps are retried (Input.Attempts) and the plan still has a
 // step to take, Ready keeps the last failure's words until a step succeeds;
 // a plan with nothing to do (paused, blocked, done) ends the retries.
@@ -274,6 +275,7 @@ func (p *planner) finish(s Step, ready metav1.ConditionStatus, reason, format st
 			})
 		}
 	}
+	SetProgress(&p.conditions, s.Phase)
 	s.Conditions = p.conditions
 	return s
 }
@@ -291,6 +293,7 @@ func (p *planner) stalled(failed StepError) Step {
 	meta.SetStatusCondition(&conditions, metav1.Condition{
 		Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: stall.Reason, Message: stall.Message,
 	})
+	SetProgress(&conditions, p.status.Phase)
 	return Step{
 		Action: ActionNone, Phase: p.status.Phase, RequeueAfter: stall.RetryAfter,
 		Conditions: conditions, Retries: attempt, Stall: &stall,
@@ -664,6 +667,7 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 				Type: prev.Type, Status: prev.Status, Reason: prev.Reason, Message: prev.Message,
 			})
 		}
+		SetProgress(&s.Conditions, s.Phase)
 	}
 	return s, true
 }

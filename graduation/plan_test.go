@@ -236,6 +236,7 @@ var _ = Describe("Plan", func() {
 				graduatorv1alpha1.ConditionReady, graduatorv1alpha1.ConditionPreflightPassed,
 				graduatorv1alpha1.ConditionStorageVersionSet, graduatorv1alpha1.ConditionMigrated,
 				graduatorv1alpha1.ConditionStoredVersionsPruned, graduatorv1alpha1.ConditionVersionsRetired,
+				graduatorv1alpha1.ConditionReconciling, graduatorv1alpha1.ConditionStalled,
 			} {
 				Expect(meta.FindStatusCondition(step.Conditions, t)).NotTo(BeNil(), t)
 			}
@@ -680,10 +681,14 @@ var _ = Describe("Plan after a failed step: the last error and the attempts are 
 })
 
 // plain keeps what Plan decides of each condition: the reconciler sets the
-// timestamps and the observed generation.
+// timestamps and the observed generation. Reconciling and Stalled follow
+// Ready; kstatus_test.go checks them.
 func plain(conditions []metav1.Condition) []metav1.Condition {
 	out := make([]metav1.Condition, 0, len(conditions))
 	for _, c := range conditions {
+		if c.Type == graduatorv1alpha1.ConditionReconciling || c.Type == graduatorv1alpha1.ConditionStalled {
+			continue
+		}
 		out = append(out, metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message})
 	}
 	return out

@@ -127,6 +127,15 @@ const (
 	// ConditionVersionsRetired is True when every listed version is
 	// deprecated or unserved as the policy asks.
 	ConditionVersionsRetired = "VersionsRetired"
+
+	// ConditionReconciling is True while a step of the graduation is under
+	// way, a failed step that is retried by itself included; its reason is
+	// the step (the phase). kstatus (Flux, kpt, kapp) reads it as InProgress.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when the graduation cannot move on until a
+	// person changes something (the policy, the CRD, RBAC); its reason and
+	// message are Ready's. kstatus reads it as Failed.
+	ConditionStalled = "Stalled"
 )
 
 // CRDVersionPolicySpec says which version a CustomResourceDefinition should
@@ -551,7 +560,14 @@ type CRDVersionPolicy struct {
 
 	// +optional
 	Spec CRDVersionPolicySpec `json:"spec,omitempty"`
+	// kstatus takes an object without status for done, so a release gated on
+	// a policy the operator has not looked at yet would go on at once.
+
+	// Status is what Graduator observed and did. It defaults to
+	// observedGeneration 0, so that a policy no operator has looked at yet
+	// reads as in progress (generation 1, observed 0) to GitOps tools.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status CRDVersionPolicyStatus `json:"status,omitempty"`
 }
 
