@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package roundtrip
 
 import (
@@ -78,8 +77,8 @@ func TestCompare(t *testing.T) {
 			a: `{"apiVersion":"g/v1","kind":"K","metadata":{"name":"a","resourceVersion":"1","uid":"u","generation":1,"managedFields":[{"manager":"m"}],"creationTimestamp":"2026-01-01T00:00:00Z","selfLink":"/x"}}`,
 			b: `{"apiVersion":"g/v1","kind":"K","metadata":{"name":"a","resourceVersion":"2","uid":"u","generation":2}}`},
 		{name: "labels, annotations, owners and finalizers are content",
-			a: `{"metadata":{"labels":{"l":"1"},"annotations":{"example.com/a":"1"},"ownerReferences":[{"uid":"o"}],"finalizers":["f"]}}`,
-			b: `{"metadata":{}}`,
+			a:    `{"metadata":{"labels":{"l":"1"},"annotations":{"example.com/a":"1"},"ownerReferences":[{"uid":"o"}],"finalizers":["f"]}}`,
+			b:    `{"metadata":{}}`,
 			want: []string{"/metadata/annotations", "/metadata/finalizers", "/metadata/labels", "/metadata/ownerReferences"}},
 		{name: "a key with a slash is one escaped segment",
 			a: `{"metadata":{"annotations":{"example.com/a":"1","b":"2"}}}`, b: `{"metadata":{"annotations":{"b":"2"}}}`,

@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package roundtrip proves, before a storage migration writes anything,
 // that a CRD's conversion keeps every object's content: for each old
 // version objects are still stored in, an object read at that version (A)
