@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package roundtrip_test proves the round-trip proof against a real
 // kube-apiserver and etcd (envtest) and a real conversion webhook process
 // (test/roundtripwebhook, TLS, ConversionReview v1), lossy or not.
