@@ -49,9 +49,11 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
 )
@@ -371,4 +373,41 @@ func carriersUnder(carriers map[string]int, path string) int {
 		}
 	}
 	return most
+}
+
+// maxStatusLosses bounds each list of RoundTripStatus.
+const maxStatusLosses = 20
+
+// Status is r as a CRDVersionPolicy's status.roundTrip, for the CRD
+// generation proven, at time now.
+func (r Result) Status(crdGeneration int64, now metav1.Time) graduatorv1alpha1.RoundTripStatus {
+	s := graduatorv1alpha1.RoundTripStatus{CRDGeneration: crdGeneration, Target: r.Target, Source: string(r.Source),
+		Lossless: r.Lossless(), ProvedAt: &now}
+	field := func(version string, l Loss) graduatorv1alpha1.FieldLoss {
+		return graduatorv1alpha1.FieldLoss{Path: l.Path, Version: version, Objects: int64(l.Objects),
+			Carriers: int64(l.Carriers), Examples: l.Examples}
+	}
+	for _, v := range r.Versions {
+		s.Versions = append(s.Versions, v.Version)
+		s.Sampled += int64(v.Sampled)
+		s.Paths += int64(v.Paths)
+		for _, l := range v.Losses {
+			if len(s.Losses) < maxStatusLosses {
+				s.Losses = append(s.Losses, field(v.Version, l))
+			}
+		}
+		for _, l := range v.Accepted {
+			if len(s.Accepted) < maxStatusLosses {
+				s.Accepted = append(s.Accepted, field(v.Version, l))
+			}
+		}
+	}
+	return s
+}
+
+// OptionsFor are the Options a policy's spec.migration asks for, through
+// target.
+func OptionsFor(m graduatorv1alpha1.MigrationSettings, target string) Options {
+	return Options{Target: target, AcceptLoss: m.AcceptLoss, Every: m.RoundTripProof == graduatorv1alpha1.RoundTripProofEvery,
+		PageSize: m.PageSize, WriteTo: m.WriteTo}
 }

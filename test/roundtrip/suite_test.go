@@ -37,10 +37,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
 )
@@ -56,7 +58,8 @@ func TestRoundTrip(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	env = envsuite.Start(envtestutil.Options{Unthrottled: true})
+	env = envsuite.Start(envtestutil.Options{Unthrottled: true, OperatorCRDs: true,
+		AddToScheme: []func(*runtime.Scheme) error{graduatorv1alpha1.AddToScheme}})
 	var err error
 	// envsuite's cleanup kills what gexec started and removes the binary.
 	webhook, err = gexec.Build("github.com/graduator/graduator/test/roundtripwebhook")
