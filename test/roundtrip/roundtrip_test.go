@@ -18,11 +18,13 @@ package roundtrip_test
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/roundtrip"
 )
 
@@ -149,21 +151,46 @@ var _ = Describe("The round-trip proof", func() {
 		Expect(err).To(MatchError(ContainSubstring("call the conversion webhook")))
 	})
 
-	It("finds a field one object in 5,000 carries", func(ctx SpecContext) {
+	It("finds a field one object in 6,000 carries, and costs at most 15% of the migration of those objects", func(ctx SpecContext) {
+		const n = 6000
 		w := startWebhook(true)
 		g := newGadgets(ctx, &w)
-		g.create(ctx, 5000, func(i int) map[string]any {
+		g.create(ctx, n, func(i int) map[string]any {
 			spec := map[string]any{"color": "red", "size": int64(i)}
 			if i == 4321 {
-				spec["rare"] = "one in 5000"
+				spec["rare"] = "one in 6000"
 			}
 			return spec
 		})
+		oneCarrier := ConsistOf(And(HaveField("Path", "/spec/rare"), HaveField("Objects", 1), HaveField("Carriers", 1),
+			HaveField("Examples", ConsistOf("default/gadget-04321"))))
+
 		start := time.Now()
 		r := prove(ctx, g, roundtrip.Options{})
-		GinkgoWriter.Printf("webhook proof of 5,000 objects: %s\n", time.Since(start))
-		Expect(r.Versions[0].Listed).To(Equal(5000))
-		Expect(r.Versions[0].Losses).To(ConsistOf(And(HaveField("Path", "/spec/rare"), HaveField("Carriers", 1),
-			HaveField("Examples", ConsistOf("default/gadget-04321")))))
+		webhookProof := time.Since(start)
+		Expect(r.Versions[0].Listed).To(Equal(n))
+		Expect(r.Versions[0].Sampled).To(Equal(2))
+		Expect(r.Versions[0].Losses).To(oneCarrier)
+
+		g.switchStorage(ctx)
+		start = time.Now()
+		r = prove(ctx, g, roundtrip.Options{})
+		dryRunProof := time.Since(start)
+		Expect(r.Source).To(Equal(roundtrip.SourceDryRun))
+		Expect(r.Versions[0].Losses).To(oneCarrier)
+
+		// The migration the proof comes before, as the operator runs it.
+		start = time.Now()
+		result, err := migration.Run(ctx, env.Dynamic, migration.Options{Resource: g.v2, Config: env.Config})
+		migrationTime := time.Since(start)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(result.Rewritten).To(BeEquivalentTo(n))
+		AddReportEntry("cost of the proof on 6,000 objects", fmt.Sprintf(
+			"webhook proof %s, dry-run proof %s, migration %s: %.1f%% and %.1f%% of the migration",
+			webhookProof.Round(time.Millisecond), dryRunProof.Round(time.Millisecond), migrationTime.Round(time.Millisecond),
+			100*webhookProof.Seconds()/migrationTime.Seconds(), 100*dryRunProof.Seconds()/migrationTime.Seconds()))
+		GinkgoWriter.Printf("COST webhook proof %s, dry-run proof %s, migration %s\n", webhookProof, dryRunProof, migrationTime)
+		Expect(dryRunProof.Seconds()).To(BeNumerically("<=", 0.15*migrationTime.Seconds()))
+		Expect(webhookProof.Seconds()).To(BeNumerically("<=", 0.15*migrationTime.Seconds()))
 	})
 })
