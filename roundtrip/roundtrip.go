@@ -219,6 +219,12 @@ func plural(kind string) string {
 // whether opts.Target is already the storage version (see Source). An error
 // (a webhook unreachable, a LIST refused) says the proof could not be made,
 // not that the conversion loses anything. Prove writes nothing.
+//
+// Once the target stores, call it after the storage switch settled (the
+// wait the migration takes): an API server still writing the old version
+// would round-trip nothing. The dynamic client needs list and patch (the
+// dry run) on the CRD's objects at the old versions; before the switch,
+// this process must reach the conversion webhook as the API server does.
 func Prove(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition, opts Options) (Result, error) {
 	r := Result{CRD: crd.Name, Kind: crd.Spec.Names.Kind, Target: opts.Target}
 	if !slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == opts.Target }) {

@@ -44,6 +44,7 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/pizzaenv"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
 )
 
@@ -59,7 +60,7 @@ func TestRoundTrip(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	env = envsuite.Start(envtestutil.Options{Unthrottled: true, OperatorCRDs: true,
-		AddToScheme: []func(*runtime.Scheme) error{graduatorv1alpha1.AddToScheme}})
+		AddToScheme: []func(*runtime.Scheme) error{graduatorv1alpha1.AddToScheme, pizzaenv.AddToScheme}})
 	var err error
 	// envsuite's cleanup kills what gexec started and removes the binary.
 	webhook, err = gexec.Build("github.com/graduator/graduator/test/roundtripwebhook")
@@ -196,23 +197,32 @@ func (g gadgets) resourceVersions(ctx context.Context) map[string]string {
 }
 
 // switchStorage makes v2 the storage version and waits until the API
-// server writes it: a probe object's writes are seen in etcd at v2.
+// server writes it.
 func (g gadgets) switchStorage(ctx context.Context) {
 	GinkgoHelper()
 	Expect(envtestutil.SetStorageVersion(ctx, env.Client, g.crd.Name, "v2")).To(Succeed())
+	waitStoredAs(ctx, g.v1, "Gadget", g.group+"/v2")
+}
+
+// waitStoredAs waits until a probe object of kind, written through gvr,
+// is seen in etcd at apiVersion: the API server then writes the new
+// storage version. The probe is deleted.
+func waitStoredAs(ctx context.Context, gvr schema.GroupVersionResource, kind, apiVersion string) {
+	GinkgoHelper()
 	probe := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": g.v1.GroupVersion().String(), "kind": "Gadget",
+		"apiVersion": gvr.GroupVersion().String(), "kind": kind,
 		"metadata": map[string]any{"name": "probe", "namespace": "kube-system"},
 	}}
-	_, err := env.Dynamic.Resource(g.v1).Namespace("kube-system").Create(ctx, probe, metav1.CreateOptions{})
+	probes := env.Dynamic.Resource(gvr).Namespace("kube-system")
+	_, err := probes.Create(ctx, probe, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
-	Eventually(func(g2 Gomega) string {
-		_, err := env.Dynamic.Resource(g.v1).Namespace("kube-system").Patch(ctx, "probe", types.MergePatchType,
+	Eventually(func(g Gomega) string {
+		_, err := probes.Patch(ctx, "probe", types.MergePatchType,
 			[]byte(`{"metadata":{"annotations":{"probe":"`+time.Now().String()+`"}}}`), metav1.PatchOptions{})
-		g2.Expect(err).NotTo(HaveOccurred())
-		versions, err := env.Etcd.APIVersions(ctx, g.group, "gadgets")
-		g2.Expect(err).NotTo(HaveOccurred())
+		g.Expect(err).NotTo(HaveOccurred())
+		versions, err := env.Etcd.APIVersions(ctx, gvr.Group, gvr.Resource)
+		g.Expect(err).NotTo(HaveOccurred())
 		return versions["kube-system/probe"]
-	}).WithTimeout(30 * time.Second).Should(Equal(g.group + "/v2"))
-	Expect(env.Dynamic.Resource(g.v1).Namespace("kube-system").Delete(ctx, "probe", metav1.DeleteOptions{})).To(Succeed())
+	}).WithTimeout(30 * time.Second).Should(Equal(apiVersion))
+	Expect(probes.Delete(ctx, "probe", metav1.DeleteOptions{})).To(Succeed())
 }
