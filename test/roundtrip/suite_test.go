@@ -44,8 +44,8 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/test/envtestutil"
-	"github.com/graduator/graduator/test/pizzaenv"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
+	"github.com/graduator/graduator/test/pizzaenv"
 )
 
 var (
