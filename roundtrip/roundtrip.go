@@ -35,8 +35,10 @@ limitations under the License.
 // strategy None only the pruning applies).
 //
 // What it cannot see: a conversion whose output depends on anything but
-// the object (the time, another object, the webhook's own state), and a
-// field path no object carries yet. Prove writes nothing.
+// the object (the time, another object, the webhook's own state), a field
+// path no object carries yet, and, with a sample, a loss that depends on a
+// value rather than on a path (Options.Every sees it). Prove writes
+// nothing.
 package roundtrip
 
 import (
