@@ -253,6 +253,7 @@ func Prove(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 		if conv, err = newConverter(crd, opts.WebhookTransport); err != nil {
 			return r, err
 		}
+		defer conv.close()
 	}
 	for _, v := range old {
 		objects := dyn.Resource(graduation.ResourceAt(crd, v))

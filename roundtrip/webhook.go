@@ -150,6 +150,7 @@ func (c *converter) convert(ctx context.Context, objs []*unstructured.Unstructur
 type webhookClient struct {
 	url           string
 	client        *http.Client
+	transport     *http.Transport
 	reviewVersion string
 }
 
@@ -194,12 +195,21 @@ func newWebhookClient(conv *apiextensionsv1.WebhookConversion, transport func(ht
 	default:
 		return nil, errors.New("clientConfig has neither url nor service")
 	}
-	var rt http.RoundTripper = &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: false}
+	w.transport = &http.Transport{TLSClientConfig: tlsConfig, Proxy: http.ProxyFromEnvironment, IdleConnTimeout: 30 * time.Second}
+	var rt http.RoundTripper = w.transport
 	if transport != nil {
 		rt = transport(rt)
 	}
 	w.client = &http.Client{Transport: rt, Timeout: webhookTimeout}
 	return w, nil
+}
+
+// close closes the idle connections to the webhook: a proof builds its
+// client from the CRD each time, and a long-running operator proves many.
+func (c *converter) close() {
+	if c != nil && c.webhook != nil {
+		c.webhook.transport.CloseIdleConnections()
+	}
 }
 
 // review is a ConversionReview of apiextensions.k8s.io v1 or v1beta1 (the
