@@ -80,6 +80,12 @@ type Options struct {
 	WriteTo migration.WriteTarget
 	// Concurrency bounds the dry-run writes in flight; 8 when 0.
 	Concurrency int
+	// Source, when set, is where B comes from whatever the storage version:
+	// SourceWebhook (or SourcePruning, the same for strategy None) asks the
+	// conversion before the storage switch settled, when a dry run could
+	// still be encoded in the old version. Empty picks by the storage
+	// version (see Prove).
+	Source Source
 	// WebhookTransport, when set, wraps the transport of the requests to
 	// the conversion webhook (to observe them, or to reach a service
 	// through a proxy).
@@ -241,7 +247,7 @@ func Prove(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	r.Unserved = unserved
 	var conv *converter
 	switch {
-	case graduation.StorageVersion(crd) == opts.Target:
+	case opts.Source == SourceDryRun || opts.Source == "" && graduation.StorageVersion(crd) == opts.Target:
 		r.Source = SourceDryRun
 	case crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter:
 		r.Source = SourceWebhook

@@ -89,6 +89,11 @@ var _ = Describe("The round-trip proof", func() {
 		Expect(r.Source).To(Equal(roundtrip.SourceDryRun))
 		Expect(lostPaths(r)).To(ConsistOf("/spec/rare"))
 
+		By("asking the webhook after the switch, as before it settles")
+		r = prove(ctx, g, roundtrip.Options{Source: roundtrip.SourceWebhook})
+		Expect(r.Source).To(Equal(roundtrip.SourceWebhook))
+		Expect(lostPaths(r)).To(ConsistOf("/spec/rare"))
+
 		By("proving every object")
 		r = prove(ctx, g, roundtrip.Options{Every: true})
 		Expect(r.Versions[0].Sampled).To(Equal(1000))
