@@ -43,15 +43,26 @@ func gadgetSpec(i int) map[string]any {
 
 const rareCarriers = 31 // i%33 == 0 for i in [0, 1000)
 
+// prove proves g through v2 and expects no object written.
 func prove(ctx context.Context, g gadgets, opts roundtrip.Options) roundtrip.Result {
+	GinkgoHelper()
+	r, _ := timedProve(ctx, g, opts)
+	return r
+}
+
+// timedProve is prove, and how long roundtrip.Prove took.
+func timedProve(ctx context.Context, g gadgets, opts roundtrip.Options) (roundtrip.Result, time.Duration) {
 	GinkgoHelper()
 	opts.Target = "v2"
 	before := g.resourceVersions(ctx)
-	r, err := roundtrip.Prove(ctx, env.Dynamic, g.fresh(ctx), opts)
+	crd := g.fresh(ctx)
+	start := time.Now()
+	r, err := roundtrip.Prove(ctx, env.Dynamic, crd, opts)
+	took := time.Since(start)
 	Expect(err).NotTo(HaveOccurred())
-	GinkgoWriter.Printf("%s proof: %s\n", r.Source, r.Message())
+	GinkgoWriter.Printf("%s proof in %s: %s\n", r.Source, took, r.Message())
 	Expect(g.resourceVersions(ctx)).To(Equal(before), "the proof wrote an object")
-	return r
+	return r, took
 }
 
 func lostPaths(r roundtrip.Result) []string {
@@ -170,22 +181,18 @@ var _ = Describe("The round-trip proof", func() {
 		oneCarrier := ConsistOf(And(HaveField("Path", "/spec/rare"), HaveField("Objects", 1), HaveField("Carriers", 1),
 			HaveField("Examples", ConsistOf("default/gadget-04321"))))
 
-		start := time.Now()
-		r := prove(ctx, g, roundtrip.Options{})
-		webhookProof := time.Since(start)
+		r, webhookProof := timedProve(ctx, g, roundtrip.Options{})
 		Expect(r.Versions[0].Listed).To(Equal(n))
 		Expect(r.Versions[0].Sampled).To(Equal(2))
 		Expect(r.Versions[0].Losses).To(oneCarrier)
 
 		g.switchStorage(ctx)
-		start = time.Now()
-		r = prove(ctx, g, roundtrip.Options{})
-		dryRunProof := time.Since(start)
+		r, dryRunProof := timedProve(ctx, g, roundtrip.Options{})
 		Expect(r.Source).To(Equal(roundtrip.SourceDryRun))
 		Expect(r.Versions[0].Losses).To(oneCarrier)
 
 		// The migration the proof comes before, as the operator runs it.
-		start = time.Now()
+		start := time.Now()
 		result, err := migration.Run(ctx, env.Dynamic, migration.Options{Resource: g.v2, Config: env.Config})
 		migrationTime := time.Since(start)
 		Expect(err).NotTo(HaveOccurred())
