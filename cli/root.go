@@ -65,6 +65,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		"Log level of the Kubernetes client libraries (klog) on stderr: 0 shows none of their lines, 4 and up show requests.")
 	root.AddCommand(NewCmdStatus(flags, streams), NewCmdMigrate(flags, streams), NewCmdVerify(flags, streams),
 		NewCmdCheck(flags, streams))
+	root.AddCommand(NewCmdProve(flags, streams))
 	// A bad flag is a usage error in every command, with the same exit code.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	for _, cmd := range root.Commands() {

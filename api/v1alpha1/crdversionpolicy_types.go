@@ -345,7 +345,40 @@ type MigrationSettings struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="settleDelay must be a duration such as 10s or 1m"
 	SettleDelay *metav1.Duration `json:"settleDelay,omitempty"`
+
+	// RoundTripProof is how many objects the round-trip proof converts
+	// before the first migration write: Sample (the default) proves a
+	// sample that carries every field path present in the objects; Every
+	// proves every object, which costs about as much as the migration.
+	// +optional
+	// +kubebuilder:default=Sample
+	RoundTripProof RoundTripProofScope `json:"roundTripProof,omitempty"`
+
+	// AcceptLoss lists the field paths whose loss by the conversion the
+	// policy's authors accept: the round-trip proof reports them in
+	// status.roundTrip instead of stopping the graduation. A path is a JSON
+	// pointer with * for every item of a list, such as /spec/legacyPort or
+	// /status/conditions/*/reason ('/' in a key is written ~1, '~' is
+	// ~0); it accepts the paths under it too.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^(/([^/~]|~[01])+)+$')",message="a field path is a JSON pointer such as /spec/legacyPort or /status/conditions/*/reason: segments after '/', none empty, '~' only as ~0 or ~1"
+	AcceptLoss []string `json:"acceptLoss,omitempty"`
 }
+
+// RoundTripProofScope says which objects the round-trip proof converts.
+// +kubebuilder:validation:Enum=Sample;Every
+type RoundTripProofScope string
+
+const (
+	// RoundTripProofSample proves a sample carrying every field path
+	// present in the objects.
+	RoundTripProofSample RoundTripProofScope = "Sample"
+	// RoundTripProofEvery proves every object.
+	RoundTripProofEvery RoundTripProofScope = "Every"
+)
 
 // CRDVersionPolicyStatus is what Graduator observed and did.
 type CRDVersionPolicyStatus struct {
@@ -382,6 +415,11 @@ type CRDVersionPolicyStatus struct {
 	// restarted operator resumes from here.
 	// +optional
 	Migration *MigrationStatus `json:"migration,omitempty"`
+
+	// RoundTrip is what the last round-trip proof found: how much it
+	// proved, and the losses it found, accepted or not.
+	// +optional
+	RoundTrip *RoundTripStatus `json:"roundTrip,omitempty"`
 
 	// Retries counts the failed attempts of the current step in a row (a
 	// conversion webhook down, the API server unavailable, no permission);
@@ -511,6 +549,74 @@ type MigrationStatus struct {
 	// this run (engine StorageVersionMigration).
 	// +optional
 	StorageVersionMigration *InTreeMigration `json:"storageVersionMigration,omitempty"`
+}
+
+// RoundTripStatus is the result of a round-trip proof: for each old
+// version objects were stored in, objects converted old -> target -> old
+// and compared with themselves.
+type RoundTripStatus struct {
+	// CRDGeneration is the CRD generation proven.
+	// +optional
+	CRDGeneration int64 `json:"crdGeneration,omitempty"`
+	// Target is the version the round trip went through.
+	// +optional
+	Target string `json:"target,omitempty"`
+	// Source is how the objects were converted: DryRun (a dry-run write
+	// once the target stores), Webhook (the conversion webhook asked
+	// directly) or Pruning (strategy None: the target schema's pruning).
+	// +optional
+	Source string `json:"source,omitempty"`
+	// Versions are the old versions proven.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Versions []string `json:"versions,omitempty"`
+	// Sampled is the number of objects converted and compared, over every
+	// old version.
+	// +optional
+	Sampled int64 `json:"sampled,omitempty"`
+	// Paths is the number of distinct field paths the objects carry, each
+	// carried by a sampled object.
+	// +optional
+	Paths int64 `json:"paths,omitempty"`
+	// Lossless is true when no path but an accepted one is lost.
+	// +optional
+	Lossless bool `json:"lossless,omitempty"`
+	// Losses are the field paths lost and not accepted.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Losses []FieldLoss `json:"losses,omitempty"`
+	// Accepted are the paths of spec.migration.acceptLoss that were
+	// actually lost.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Accepted []FieldLoss `json:"accepted,omitempty"`
+	// ProvedAt is when the proof ended.
+	// +optional
+	ProvedAt *metav1.Time `json:"provedAt,omitempty"`
+}
+
+// FieldLoss is a field path the round trip loses.
+type FieldLoss struct {
+	// Path is the field path, * for list items.
+	// +kubebuilder:validation:MaxLength=512
+	Path string `json:"path"`
+	// Version is the old version whose round trip loses it.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Objects is the number of sampled objects that lose it.
+	// +optional
+	Objects int64 `json:"objects,omitempty"`
+	// Carriers is the number of objects listed that carry it.
+	// +optional
+	Carriers int64 `json:"carriers,omitempty"`
+	// Examples name up to five objects (namespace/name) that lose it.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=5
+	Examples []string `json:"examples,omitempty"`
 }
 
 // InTreeMigration is the StorageVersionMigration Graduator created for a run.

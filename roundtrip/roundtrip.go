@@ -1,0 +1,428 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package roundtrip proves, before a storage migration writes anything,
+// that a CRD's conversion keeps every object's content: for each old
+// version objects are still stored in, an object read at that version (A)
+// is compared with the same object converted old -> storage version -> old
+// (B). A field of A that B lacks or holds another value at is lost, and
+// the migration would make the loss permanent for every object.
+//
+// Which objects: one paged pass over the population keeps a sample that
+// covers every field path present (an object is kept when it carries a path
+// no kept object carries), or, with Options.Every, every object is proven
+// page by page.
+//
+// Where B comes from: once the target is the storage version, a dryRun=All
+// no-op write of the object at its old version (the migration's own write,
+// which the API server encodes to the storage version and decodes back);
+// before, the CRD's conversion webhook asked directly with the
+// ConversionReviews the API server would send, in both directions, each
+// answer pruned by the schema of its version as the API server prunes (with
+// strategy None only the pruning applies).
+//
+// What it cannot see: a conversion whose output depends on anything but
+// the object (the time, another object, the webhook's own state), a field
+// path no object carries yet, and, with a sample, a loss that depends on a
+// value rather than on a path (Options.Every sees it). Prove writes
+// nothing.
+package roundtrip
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/migration"
+)
+
+// MaxExamples is how many objects a Loss names.
+const MaxExamples = 5
+
+// Options say what to prove.
+type Options struct {
+	// Target is the version the graduation makes the storage version.
+	Target string
+	// AcceptLoss lists the field paths (Wildcard for list items, see
+	// ValidPath) whose loss the policy's authors accept: such a loss is
+	// reported in Accepted, not in Losses. A path accepts the paths under it.
+	AcceptLoss []string
+	// Every proves every object instead of a sample covering every path.
+	Every bool
+	// PageSize is the LIST page size; DefaultPageSize when 0.
+	PageSize int64
+	// WriteTo is where the dry-run no-op writes go, as the migration's
+	// writes will (the object or its /status).
+	WriteTo migration.WriteTarget
+	// Concurrency bounds the dry-run writes in flight; 8 when 0.
+	Concurrency int
+	// Source, when set, is where B comes from whatever the storage version:
+	// SourceWebhook (or SourcePruning, the same for strategy None) asks the
+	// conversion before the storage switch settled, when a dry run could
+	// still be encoded in the old version. Empty picks by the storage
+	// version (see Prove).
+	Source Source
+	// WebhookTransport, when set, wraps the transport of the requests to
+	// the conversion webhook (to observe them, or to reach a service
+	// through a proxy).
+	WebhookTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// Source says where B, the round-tripped object, came from.
+type Source string
+
+const (
+	// SourceDryRun is a dryRun=All no-op write at the old version, once the
+	// target is the storage version.
+	SourceDryRun Source = "DryRun"
+	// SourceWebhook is the CRD's conversion webhook asked directly, with the
+	// target schema's pruning, before the storage switch.
+	SourceWebhook Source = "Webhook"
+	// SourcePruning is strategy None before the storage switch: only the
+	// target schema's pruning.
+	SourcePruning Source = "Pruning"
+)
+
+// Result is what Prove found.
+type Result struct {
+	// CRD is the CRD's name, Kind its objects' kind.
+	CRD  string `json:"crd"`
+	Kind string `json:"kind"`
+	// Target is the version proven through.
+	Target string `json:"target"`
+	Source Source `json:"source"`
+	// Versions has one entry per old version proven.
+	Versions []VersionResult `json:"versions"`
+	// Unserved are old versions objects are stored in that are not served,
+	// so cannot be read at, and were not proven.
+	Unserved []string `json:"unserved,omitempty"`
+}
+
+// VersionResult is the proof of one old version.
+type VersionResult struct {
+	// Version is the old version: the round trip is Version -> Target ->
+	// Version.
+	Version string `json:"version"`
+	// Listed is the number of objects the pass read; Sampled how many of
+	// them were round-tripped and compared.
+	Listed  int `json:"listed"`
+	Sampled int `json:"sampled"`
+	// Paths is the number of distinct field paths the objects carry, every
+	// one carried by at least one sampled object.
+	Paths int `json:"paths"`
+	// Losses are the paths lost, Accepted those lost but accepted, sorted.
+	Losses   []Loss `json:"losses,omitempty"`
+	Accepted []Loss `json:"accepted,omitempty"`
+}
+
+// Loss is one field path that the round trip loses.
+type Loss struct {
+	// Path is the field path, Wildcard for list items.
+	Path string `json:"path"`
+	// Objects is how many sampled objects lose it; Carriers how many listed
+	// objects carry it (for a path above the carried ones, such as /status
+	// when all of status is gone, the most that carry one path under it).
+	Objects  int `json:"objects"`
+	Carriers int `json:"carriers"`
+	// Examples name up to MaxExamples objects (namespace/name) that lose it.
+	Examples []string `json:"examples"`
+}
+
+// Lossless reports whether no old version loses a path that is not
+// accepted.
+func (r Result) Lossless() bool {
+	for _, v := range r.Versions {
+		if len(v.Losses) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// AcceptedLosses are the accepted losses of every version.
+func (r Result) AcceptedLosses() []Loss {
+	var out []Loss
+	for _, v := range r.Versions {
+		out = append(out, v.Accepted...)
+	}
+	return out
+}
+
+// Message is one sentence a person reads in a condition or a test failure,
+// such as "v1 -> v2 -> v1 loses /status/conditions on 54 of 54 sampled
+// CronJobs (default/a, default/b)".
+func (r Result) Message() string {
+	kinds := plural(r.Kind)
+	var lossy, fine []string
+	for _, v := range r.Versions {
+		trip := fmt.Sprintf("%s -> %s -> %s", v.Version, r.Target, v.Version)
+		if len(v.Losses) == 0 {
+			s := fmt.Sprintf("%s keeps all %d field paths of %d sampled %s", trip, v.Paths, v.Sampled, kinds)
+			if len(v.Accepted) > 0 {
+				s += fmt.Sprintf(" but the accepted %s", describe(v.Accepted, v.Sampled, kinds))
+			}
+			fine = append(fine, s)
+			continue
+		}
+		lossy = append(lossy, fmt.Sprintf("%s loses %s", trip, describe(v.Losses, v.Sampled, kinds)))
+	}
+	switch {
+	case len(lossy) > 0:
+		return strings.Join(lossy, "; ")
+	case len(fine) > 0:
+		return strings.Join(fine, "; ")
+	}
+	return fmt.Sprintf("no %s stored at a version other than %s: nothing to prove", kinds, r.Target)
+}
+
+func describe(losses []Loss, sampled int, kinds string) string {
+	parts := make([]string, len(losses))
+	for i, l := range losses {
+		parts[i] = fmt.Sprintf("%s on %d of %d sampled %s (%s)", l.Path, l.Objects, sampled, kinds, strings.Join(l.Examples, ", "))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// plural is a kind's plural for a sentence: CronJobs, Policies, Boxes.
+func plural(kind string) string {
+	lower := strings.ToLower(kind)
+	switch {
+	case kind == "":
+		return "objects"
+	case strings.HasSuffix(lower, "y") && !strings.ContainsAny(lower[max(0, len(lower)-2):len(lower)-1], "aeiou"):
+		return kind[:len(kind)-1] + "ies"
+	case strings.HasSuffix(lower, "s"), strings.HasSuffix(lower, "x"), strings.HasSuffix(lower, "ch"), strings.HasSuffix(lower, "sh"):
+		return kind + "es"
+	}
+	return kind + "s"
+}
+
+// Prove proves, for each old version objects of crd are still stored in
+// (status.storedVersions but opts.Target) and served, that a round trip
+// through opts.Target keeps every object's content. It picks B's source by
+// whether opts.Target is already the storage version (see Source). An error
+// (a webhook unreachable, a LIST refused) says the proof could not be made,
+// not that the conversion loses anything. Prove writes nothing.
+//
+// Once the target stores, call it after the storage switch settled (the
+// wait the migration takes): an API server still writing the old version
+// would round-trip nothing. The dynamic client needs list and patch (the
+// dry run) on the CRD's objects at the old versions; before the switch,
+// this process must reach the conversion webhook as the API server does.
+func Prove(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition, opts Options) (Result, error) {
+	r := Result{CRD: crd.Name, Kind: crd.Spec.Names.Kind, Target: opts.Target}
+	if !slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == opts.Target }) {
+		return r, fmt.Errorf("CRD %s has no version %s", crd.Name, opts.Target)
+	}
+	for _, p := range opts.AcceptLoss {
+		if !ValidPath(p) {
+			return r, fmt.Errorf("accepted loss %q is not a field path such as /spec/items/*/name", p)
+		}
+	}
+	old, unserved := oldVersions(crd, opts.Target)
+	r.Unserved = unserved
+	var conv *converter
+	switch {
+	case opts.Source == SourceDryRun || opts.Source == "" && graduation.StorageVersion(crd) == opts.Target:
+		r.Source = SourceDryRun
+	case crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter:
+		r.Source = SourceWebhook
+	default:
+		r.Source = SourcePruning
+	}
+	if r.Source != SourceDryRun && len(old) > 0 {
+		var err error
+		if conv, err = newConverter(crd, opts.WebhookTransport); err != nil {
+			return r, err
+		}
+		defer conv.close()
+	}
+	for _, v := range old {
+		objects := dyn.Resource(graduation.ResourceAt(crd, v))
+		var src source = dryRun{objects: objects, writeTo: opts.WriteTo, concurrency: cmp.Or(opts.Concurrency, 8)}
+		if conv != nil {
+			src = converted{conv: conv, old: v, target: opts.Target}
+		}
+		vr, err := proveVersion(ctx, objects, src, v, opts)
+		if err != nil {
+			return r, fmt.Errorf("prove %s -> %s -> %s of %s: %w", v, opts.Target, v, crd.Name, err)
+		}
+		r.Versions = append(r.Versions, vr)
+	}
+	return r, nil
+}
+
+// oldVersions are the versions objects may still be stored in, but target:
+// those served, which can be proven, and those not.
+func oldVersions(crd *apiextensionsv1.CustomResourceDefinition, target string) (served, unserved []string) {
+	for _, name := range crd.Status.StoredVersions {
+		if name == target {
+			continue
+		}
+		i := slices.IndexFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == name })
+		if i >= 0 && crd.Spec.Versions[i].Served {
+			served = append(served, name)
+		} else {
+			unserved = append(unserved, name)
+		}
+	}
+	return served, unserved
+}
+
+// proveVersion samples (or streams) the objects at version, round-trips
+// them through src and tallies the losses.
+func proveVersion(ctx context.Context, objects dynamic.ResourceInterface, src source, version string, opts Options) (VersionResult, error) {
+	t := newTally(opts.AcceptLoss)
+	var s *Sample
+	if opts.Every {
+		s = &Sample{Carriers: map[string]int{}, countOnly: true}
+		err := eachPage(ctx, objects, opts.PageSize, func(page []unstructured.Unstructured) error {
+			objs := make([]*unstructured.Unstructured, len(page))
+			for i := range page {
+				s.Add(&page[i])
+				objs[i] = &page[i]
+			}
+			pairs, err := src.roundTrip(ctx, objs)
+			t.add(pairs)
+			return err
+		})
+		if err != nil {
+			return VersionResult{}, err
+		}
+	} else {
+		var err error
+		if s, err = TakeSample(ctx, objects, opts.PageSize); err != nil {
+			return VersionResult{}, err
+		}
+		pairs, err := src.roundTrip(ctx, s.Objects)
+		if err != nil {
+			return VersionResult{}, err
+		}
+		t.add(pairs)
+	}
+	vr := VersionResult{Version: version, Listed: s.Listed, Sampled: t.compared, Paths: s.Paths()}
+	vr.Losses, vr.Accepted = t.losses(s.Carriers)
+	return vr, nil
+}
+
+// tally counts the lost paths of the pairs compared.
+type tally struct {
+	accept   []string
+	compared int
+	lost     map[string]*Loss
+}
+
+func newTally(accept []string) *tally {
+	return &tally{accept: accept, lost: map[string]*Loss{}}
+}
+
+func (t *tally) add(pairs []pair) {
+	for _, p := range pairs {
+		t.compared++
+		for _, path := range Compare(p.a.Object, p.b.Object) {
+			l := t.lost[path]
+			if l == nil {
+				l = &Loss{Path: path}
+				t.lost[path] = l
+			}
+			l.Objects++
+			if len(l.Examples) < MaxExamples {
+				l.Examples = append(l.Examples, objectName(p.a))
+			}
+		}
+	}
+}
+
+// losses splits the lost paths into those not accepted and those accepted,
+// each sorted by path, with the number of listed objects carrying each.
+func (t *tally) losses(carriers map[string]int) (losses, accepted []Loss) {
+	for path, l := range t.lost {
+		l.Carriers = carriersUnder(carriers, path)
+		if Accepts(t.accept, path) {
+			accepted = append(accepted, *l)
+		} else {
+			losses = append(losses, *l)
+		}
+	}
+	byPath := func(s []Loss) { sort.Slice(s, func(i, j int) bool { return s[i].Path < s[j].Path }) }
+	byPath(losses)
+	byPath(accepted)
+	return losses, accepted
+}
+
+// carriersUnder is how many listed objects carry path, or, for a path
+// above the carried ones (all of /status lost), the most that carry one
+// path under it.
+func carriersUnder(carriers map[string]int, path string) int {
+	if n, ok := carriers[path]; ok {
+		return n
+	}
+	most := 0
+	for p, n := range carriers {
+		if strings.HasPrefix(p, path+"/") {
+			most = max(most, n)
+		}
+	}
+	return most
+}
+
+// maxStatusLosses bounds each list of RoundTripStatus.
+const maxStatusLosses = 20
+
+// Status is r as a CRDVersionPolicy's status.roundTrip, for the CRD
+// generation proven, at time now.
+func (r Result) Status(crdGeneration int64, now metav1.Time) graduatorv1alpha1.RoundTripStatus {
+	s := graduatorv1alpha1.RoundTripStatus{CRDGeneration: crdGeneration, Target: r.Target, Source: string(r.Source),
+		Lossless: r.Lossless(), ProvedAt: &now}
+	field := func(version string, l Loss) graduatorv1alpha1.FieldLoss {
+		return graduatorv1alpha1.FieldLoss{Path: l.Path, Version: version, Objects: int64(l.Objects),
+			Carriers: int64(l.Carriers), Examples: l.Examples}
+	}
+	for _, v := range r.Versions {
+		s.Versions = append(s.Versions, v.Version)
+		s.Sampled += int64(v.Sampled)
+		s.Paths += int64(v.Paths)
+		for _, l := range v.Losses {
+			if len(s.Losses) < maxStatusLosses {
+				s.Losses = append(s.Losses, field(v.Version, l))
+			}
+		}
+		for _, l := range v.Accepted {
+			if len(s.Accepted) < maxStatusLosses {
+				s.Accepted = append(s.Accepted, field(v.Version, l))
+			}
+		}
+	}
+	return s
+}
+
+// OptionsFor are the Options a policy's spec.migration asks for, through
+// target.
+func OptionsFor(m graduatorv1alpha1.MigrationSettings, target string) Options {
+	return Options{Target: target, AcceptLoss: m.AcceptLoss, Every: m.RoundTripProof == graduatorv1alpha1.RoundTripProofEvery,
+		PageSize: m.PageSize, WriteTo: m.WriteTo}
+}

@@ -1,0 +1,208 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package roundtrip_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/roundtrip"
+)
+
+// gadgetSpec is the i-th gadget's spec at v1: about 3% carry the optional
+// spec.rare, one in five a list of parts.
+func gadgetSpec(i int) map[string]any {
+	spec := map[string]any{"color": "red", "size": int64(i)}
+	if i%33 == 0 {
+		spec["rare"] = "kept?"
+	}
+	if i%5 == 0 {
+		spec["parts"] = []any{map[string]any{"name": "bolt", "count": int64(2)}, map[string]any{"name": "nut"}}
+	}
+	return spec
+}
+
+const rareCarriers = 31 // i%33 == 0 for i in [0, 1000)
+
+// prove proves g through v2 and expects no object written.
+func prove(ctx context.Context, g gadgets, opts roundtrip.Options) roundtrip.Result {
+	GinkgoHelper()
+	r, _ := timedProve(ctx, g, opts)
+	return r
+}
+
+// timedProve is prove, and how long roundtrip.Prove took.
+func timedProve(ctx context.Context, g gadgets, opts roundtrip.Options) (roundtrip.Result, time.Duration) {
+	GinkgoHelper()
+	opts.Target = "v2"
+	before := g.resourceVersions(ctx)
+	crd := g.fresh(ctx)
+	start := time.Now()
+	r, err := roundtrip.Prove(ctx, env.Dynamic, crd, opts)
+	took := time.Since(start)
+	Expect(err).NotTo(HaveOccurred())
+	GinkgoWriter.Printf("%s proof in %s: %s\n", r.Source, took, r.Message())
+	Expect(g.resourceVersions(ctx)).To(Equal(before), "the proof wrote an object")
+	return r, took
+}
+
+func lostPaths(r roundtrip.Result) []string {
+	var paths []string
+	for _, v := range r.Versions {
+		for _, l := range v.Losses {
+			paths = append(paths, l.Path)
+		}
+	}
+	return paths
+}
+
+var _ = Describe("The round-trip proof", func() {
+	It("finds a webhook that drops a field 3% of 1,000 objects carry, before and after the storage switch, and writes nothing", func(ctx SpecContext) {
+		w := startWebhook(true)
+		g := newGadgets(ctx, &w)
+		g.create(ctx, 1000, gadgetSpec)
+
+		By("asking the webhook before the switch")
+		r := prove(ctx, g, roundtrip.Options{})
+		Expect(r.Source).To(Equal(roundtrip.SourceWebhook))
+		Expect(r.Lossless()).To(BeFalse())
+		Expect(r.Versions).To(HaveLen(1))
+		v := r.Versions[0]
+		Expect(v.Listed).To(Equal(1000))
+		Expect(v.Sampled).To(BeNumerically("<", 10), "a sample, not every object")
+		Expect(v.Losses).To(ConsistOf(And(
+			HaveField("Path", "/spec/rare"), HaveField("Objects", 1), HaveField("Carriers", rareCarriers),
+			HaveField("Examples", ConsistOf("default/gadget-00000"))))) // the first carrier listed
+		Expect(r.Message()).To(HavePrefix("v1 -> v2 -> v1 loses /spec/rare on 1 of "))
+
+		By("dry-running the migration's write after the switch")
+		g.switchStorage(ctx)
+		r = prove(ctx, g, roundtrip.Options{})
+		Expect(r.Source).To(Equal(roundtrip.SourceDryRun))
+		Expect(lostPaths(r)).To(ConsistOf("/spec/rare"))
+
+		By("asking the webhook after the switch, as before it settles")
+		r = prove(ctx, g, roundtrip.Options{Source: roundtrip.SourceWebhook})
+		Expect(r.Source).To(Equal(roundtrip.SourceWebhook))
+		Expect(lostPaths(r)).To(ConsistOf("/spec/rare"))
+
+		By("proving every object")
+		r = prove(ctx, g, roundtrip.Options{Every: true})
+		Expect(r.Versions[0].Sampled).To(Equal(1000))
+		Expect(r.Versions[0].Losses).To(ConsistOf(And(HaveField("Path", "/spec/rare"), HaveField("Objects", rareCarriers))))
+	})
+
+	It("passes a lossless webhook, before and after the storage switch", func(ctx SpecContext) {
+		w := startWebhook(false)
+		g := newGadgets(ctx, &w)
+		g.create(ctx, 1000, gadgetSpec)
+
+		r := prove(ctx, g, roundtrip.Options{})
+		Expect(r.Source).To(Equal(roundtrip.SourceWebhook))
+		Expect(r.Lossless()).To(BeTrue(), r.Message())
+		Expect(r.Versions[0].Paths).To(Equal(5)) // color size rare parts/*/name parts/*/count
+		g.switchStorage(ctx)
+		r = prove(ctx, g, roundtrip.Options{Every: true})
+		Expect(r.Source).To(Equal(roundtrip.SourceDryRun))
+		Expect(r.Lossless()).To(BeTrue(), r.Message())
+		Expect(r.Versions[0].Sampled).To(Equal(1000))
+	})
+
+	It("reports an accepted loss as accepted, not as a loss", func(ctx SpecContext) {
+		w := startWebhook(true)
+		g := newGadgets(ctx, &w)
+		g.create(ctx, 200, gadgetSpec)
+		r := prove(ctx, g, roundtrip.Options{AcceptLoss: []string{"/spec/rare"}})
+		Expect(r.Lossless()).To(BeTrue(), r.Message())
+		Expect(r.AcceptedLosses()).To(ConsistOf(And(HaveField("Path", "/spec/rare"), HaveField("Objects", 1))))
+		Expect(r.Message()).To(ContainSubstring("but the accepted /spec/rare"))
+	})
+
+	It("finds a field the target schema lacks with strategy None, before and after the switch", func(ctx SpecContext) {
+		g := newGadgets(ctx, nil)
+		g.create(ctx, 300, func(i int) map[string]any {
+			spec := map[string]any{"color": "blue"}
+			if i == 123 {
+				spec["legacy"] = "only in v1"
+			}
+			return spec
+		})
+		r := prove(ctx, g, roundtrip.Options{})
+		Expect(r.Source).To(Equal(roundtrip.SourcePruning))
+		Expect(r.Versions[0].Losses).To(ConsistOf(And(HaveField("Path", "/spec/legacy"),
+			HaveField("Examples", ConsistOf("default/gadget-00123")))))
+		g.switchStorage(ctx)
+		r = prove(ctx, g, roundtrip.Options{})
+		Expect(r.Source).To(Equal(roundtrip.SourceDryRun))
+		Expect(lostPaths(r)).To(ConsistOf("/spec/legacy"))
+	})
+
+	It("fails, without reporting a loss, when the webhook cannot be reached", func(ctx SpecContext) {
+		w := startWebhook(false)
+		g := newGadgets(ctx, &w)
+		g.create(ctx, 10, gadgetSpec)
+		crd := g.fresh(ctx)
+		url := "https://127.0.0.1:1/convert"
+		crd.Spec.Conversion.Webhook.ClientConfig.URL = &url
+		_, err := roundtrip.Prove(ctx, env.Dynamic, crd, roundtrip.Options{Target: "v2"})
+		Expect(err).To(MatchError(ContainSubstring("call the conversion webhook")))
+	})
+
+	It("finds a field one object in 6,000 carries, and costs at most 15% of the migration of those objects", func(ctx SpecContext) {
+		const n = 6000
+		w := startWebhook(true)
+		g := newGadgets(ctx, &w)
+		g.create(ctx, n, func(i int) map[string]any {
+			spec := map[string]any{"color": "red", "size": int64(i)}
+			if i == 4321 {
+				spec["rare"] = "one in 6000"
+			}
+			return spec
+		})
+		oneCarrier := ConsistOf(And(HaveField("Path", "/spec/rare"), HaveField("Objects", 1), HaveField("Carriers", 1),
+			HaveField("Examples", ConsistOf("default/gadget-04321"))))
+
+		r, webhookProof := timedProve(ctx, g, roundtrip.Options{})
+		Expect(r.Versions[0].Listed).To(Equal(n))
+		Expect(r.Versions[0].Sampled).To(Equal(2))
+		Expect(r.Versions[0].Losses).To(oneCarrier)
+
+		g.switchStorage(ctx)
+		r, dryRunProof := timedProve(ctx, g, roundtrip.Options{})
+		Expect(r.Source).To(Equal(roundtrip.SourceDryRun))
+		Expect(r.Versions[0].Losses).To(oneCarrier)
+
+		// The migration the proof comes before, as the operator runs it.
+		start := time.Now()
+		result, err := migration.Run(ctx, env.Dynamic, migration.Options{Resource: g.v2, Config: env.Config})
+		migrationTime := time.Since(start)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(result.Rewritten).To(BeEquivalentTo(n))
+		AddReportEntry("cost of the proof on 6,000 objects", fmt.Sprintf(
+			"webhook proof %s, dry-run proof %s, migration %s: %.1f%% and %.1f%% of the migration",
+			webhookProof.Round(time.Millisecond), dryRunProof.Round(time.Millisecond), migrationTime.Round(time.Millisecond),
+			100*webhookProof.Seconds()/migrationTime.Seconds(), 100*dryRunProof.Seconds()/migrationTime.Seconds()))
+		GinkgoWriter.Printf("COST webhook proof %s, dry-run proof %s, migration %s\n", webhookProof, dryRunProof, migrationTime)
+		Expect(dryRunProof.Seconds()).To(BeNumerically("<=", 0.15*migrationTime.Seconds()))
+		Expect(webhookProof.Seconds()).To(BeNumerically("<=", 0.15*migrationTime.Seconds()))
+	})
+})

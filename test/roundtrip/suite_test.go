@@ -1,0 +1,228 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package roundtrip_test proves the round-trip proof against a real
+// kube-apiserver and etcd (envtest) and a real conversion webhook process
+// (test/roundtripwebhook, TLS, ConversionReview v1), lossy or not.
+package roundtrip_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/envtestutil/envsuite"
+	"github.com/graduator/graduator/test/pizzaenv"
+)
+
+var (
+	env     *envtestutil.Env
+	webhook string // the built test/roundtripwebhook
+	groups  atomic.Int32
+)
+
+func TestRoundTrip(t *testing.T) {
+	envsuite.RunSpecs(t, "Round-trip proof suite (envtest, a conversion webhook process)")
+}
+
+var _ = BeforeSuite(func() {
+	env = envsuite.Start(envtestutil.Options{Unthrottled: true, OperatorCRDs: true,
+		AddToScheme: []func(*runtime.Scheme) error{graduatorv1alpha1.AddToScheme, pizzaenv.AddToScheme}})
+	var err error
+	// envsuite's cleanup kills what gexec started and removes the binary.
+	webhook, err = gexec.Build("github.com/graduator/graduator/test/roundtripwebhook")
+	Expect(err).NotTo(HaveOccurred())
+})
+
+// webhookProcess is a running test/roundtripwebhook.
+type webhookProcess struct {
+	url string
+	ca  []byte
+}
+
+// startWebhook runs test/roundtripwebhook with a serving certificate of
+// its own, until the spec ends (or the suite's cleanup kills it).
+func startWebhook(lossy bool) webhookProcess {
+	GinkgoHelper()
+	certs := &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
+	Expect(certs.PrepWithoutInstalling()).To(Succeed())
+	DeferCleanup(certs.Cleanup)
+	port := strconv.Itoa(certs.LocalServingPort)
+	session, err := gexec.Start(exec.Command(webhook, "--port", port, "--cert-dir", certs.LocalServingCertDir,
+		"--lossy="+strconv.FormatBool(lossy)), GinkgoWriter, GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { session.Terminate().Wait(10 * time.Second) })
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certs.LocalServingCAData)
+	Eventually(func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", net.JoinHostPort("127.0.0.1", port),
+			&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		if err == nil {
+			_ = conn.Close()
+		}
+		return err
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	return webhookProcess{url: "https://" + net.JoinHostPort("127.0.0.1", port) + "/convert", ca: certs.LocalServingCAData}
+}
+
+// gadgets is a fresh CRD "gadgets.<group>" with v1 (storage) and v2, all
+// objects in namespace default.
+type gadgets struct {
+	crd    *apiextensionsv1.CustomResourceDefinition
+	group  string
+	v1, v2 schema.GroupVersionResource
+}
+
+func (g gadgets) resource(version string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: g.group, Version: version, Resource: "gadgets"}
+}
+
+func props(fields ...string) map[string]apiextensionsv1.JSONSchemaProps {
+	p := map[string]apiextensionsv1.JSONSchemaProps{
+		"size": {Type: "integer"},
+		"parts": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"name": {Type: "string"}, "count": {Type: "integer"}}}}},
+	}
+	for _, f := range fields {
+		p[f] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	}
+	return p
+}
+
+// newGadgets installs the CRD: v1's spec has color and rare, v2's colour
+// and rare, converted by the webhook at w; without a webhook (strategy
+// None), v1 has color and legacy, v2 only color.
+func newGadgets(ctx context.Context, w *webhookProcess) gadgets {
+	GinkgoHelper()
+	group := fmt.Sprintf("g%d.roundtrip.example.com", groups.Add(1))
+	v1, v2 := props("color", "rare"), props("colour", "rare")
+	conv := &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	if w != nil {
+		conv = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+			Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
+				ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &w.url, CABundle: w.ca}}}
+	} else {
+		v1, v2 = props("color", "legacy"), props("color")
+	}
+	schemaOf := func(spec map[string]apiextensionsv1.JSONSchemaProps) *apiextensionsv1.CustomResourceValidation {
+		return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: "object", Properties: spec}}}}
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped, Conversion: conv,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{
+				{Name: "v1", Served: true, Storage: true, Schema: schemaOf(v1)},
+				{Name: "v2", Served: true, Schema: schemaOf(v2)},
+			},
+		},
+	}
+	Expect(env.Client.Create(ctx, crd)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(envtestutil.DeleteCRD(ctx, env.Client, crd.Name, 2*time.Minute)).To(Succeed())
+	})
+	Expect(envtestutil.WaitServed(ctx, env.Client, env.Dynamic, crd.Name)).To(Succeed())
+	g := gadgets{crd: crd, group: group}
+	g.v1, g.v2 = g.resource("v1"), g.resource("v2")
+	return g
+}
+
+// create creates n gadgets at v1, spec(i) each, named gadget-00000...
+func (g gadgets) create(ctx context.Context, n int, spec func(i int) map[string]any) {
+	GinkgoHelper()
+	Expect(envtestutil.CreateObjects(ctx, env.Dynamic, g.v1, n, 8, func(i int) *unstructured.Unstructured {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": g.v1.GroupVersion().String(), "kind": "Gadget",
+			"metadata": map[string]any{"name": fmt.Sprintf("gadget-%05d", i), "namespace": "default"},
+			"spec":     spec(i),
+		}}
+		return obj
+	})).To(Succeed())
+}
+
+// fresh reads the CRD as the API server has it now.
+func (g gadgets) fresh(ctx context.Context) *apiextensionsv1.CustomResourceDefinition {
+	GinkgoHelper()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	Expect(env.Client.Get(ctx, types.NamespacedName{Name: g.crd.Name}, crd)).To(Succeed())
+	return crd
+}
+
+// resourceVersions maps each object to its resourceVersion: a proof that
+// writes nothing leaves it as it was.
+func (g gadgets) resourceVersions(ctx context.Context) map[string]string {
+	GinkgoHelper()
+	list, err := env.Dynamic.Resource(g.v1).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string]string{}
+	for _, o := range list.Items {
+		out[o.GetName()] = o.GetResourceVersion()
+	}
+	return out
+}
+
+// switchStorage makes v2 the storage version and waits until the API
+// server writes it.
+func (g gadgets) switchStorage(ctx context.Context) {
+	GinkgoHelper()
+	Expect(envtestutil.SetStorageVersion(ctx, env.Client, g.crd.Name, "v2")).To(Succeed())
+	waitStoredAs(ctx, g.v1, "Gadget", g.group+"/v2")
+}
+
+// waitStoredAs waits until a probe object of kind, written through gvr,
+// is seen in etcd at apiVersion: the API server then writes the new
+// storage version. The probe is deleted.
+func waitStoredAs(ctx context.Context, gvr schema.GroupVersionResource, kind, apiVersion string) {
+	GinkgoHelper()
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gvr.GroupVersion().String(), "kind": kind,
+		"metadata": map[string]any{"name": "probe", "namespace": "kube-system"},
+	}}
+	probes := env.Dynamic.Resource(gvr).Namespace("kube-system")
+	_, err := probes.Create(ctx, probe, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) string {
+		_, err := probes.Patch(ctx, "probe", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"probe":"`+time.Now().String()+`"}}}`), metav1.PatchOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		versions, err := env.Etcd.APIVersions(ctx, gvr.Group, gvr.Resource)
+		g.Expect(err).NotTo(HaveOccurred())
+		return versions["kube-system/probe"]
+	}).WithTimeout(30 * time.Second).Should(Equal(apiVersion))
+	Expect(probes.Delete(ctx, "probe", metav1.DeleteOptions{})).To(Succeed())
+}
