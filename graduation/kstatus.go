@@ -23,11 +23,6 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
 
-// ReasonConversionLossy is the Ready reason of a conversion that does not
-// round-trip (the lossless-or-refused proof): only a fix of the conversion
-// webhook or the schemas lets the graduation go on.
-const ReasonConversionLossy = "ConversionLossy"
-
 // permanentReasons are the Ready reasons of a graduation that cannot move
 // on until a person changes something: the policy, the CRD, RBAC, an
 // object, or the CRD manifest in Git. Every other reason that is not Ready
