@@ -130,6 +130,7 @@ func (ps *passState) dispatch(p page) bool {
 		return false
 	}
 	progress := ps.takeCheckpoint(p)
+	ps.sampleSize(p)
 	pr := &pageRun{page: p, pending: len(p.items) + 1} // +1: held until dispatched
 	ps.pagesMu.Lock()
 	ps.inFlight = append(ps.inFlight, pr)
@@ -139,6 +140,18 @@ func (ps *passState) dispatch(p page) bool {
 	}
 	ps.finish(pr, dispatched, nil, objectRef{})
 	return true
+}
+
+// sampleSize reads the first object of a main pass page whole, to charge
+// the page's writes to the etcd space budget at the right size (one GET per
+// page).
+func (ps *passState) sampleSize(p page) {
+	if ps.space.off() || ps.kind != mainPass || len(p.items) == 0 {
+		return
+	}
+	if size, err := ps.objects.size(ps.ctx, p.items[0].Namespace, p.items[0].Name); err == nil {
+		ps.space.sampled(size)
+	}
 }
 
 // takeCheckpoint takes the first page's resourceVersion as the pass's
@@ -168,15 +181,27 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		ps.finish(pr, passedOver, nil, obj) // not written during the run
 		return
 	}
-	if err := ps.writers.Acquire(ps.ctx); err != nil {
+	if err := ps.reserveSpace(ps.ctx); err != nil {
+		ps.finish(pr, notCounted, nil, obj)
+		return
+	}
+	if err := ps.writers.Acquire(ps.ctx); err != nil || ps.etcdFull.Load() {
+		if err == nil {
+			ps.writers.Release(Signal{})
+		}
+		ps.space.done("")
 		ps.finish(pr, notCounted, nil, obj)
 		return
 	}
 	ps.running.Add(1)
 	go func() {
 		defer ps.running.Done()
-		outcome, err := ps.handle(ps.ctx, obj, checkpoint)
+		outcome, rv, err := ps.handle(ps.ctx, obj, checkpoint)
+		ps.space.done(rv)
 		if err != nil && StopsRun(err) && ps.ctx.Err() == nil {
+			if errclass.IsNoSpace(err) {
+				err = &EtcdFullError{Err: err}
+			}
 			ps.abort(fmt.Errorf("rewrite %s %s: %w", ps.opts.Resource.Resource, klog.KRef(obj.Namespace, obj.Name), err))
 		}
 		if ps.ctx.Err() != nil {
@@ -291,29 +316,38 @@ func (r *runner) list(ctx context.Context, continueToken string, pages chan<- pa
 // handle rewrites one object. It is called holding a writer slot; every
 // write goes out under a slot of its own and gives it back with what it
 // told about the API server's load, so retries of throttled writes wait
-// for the limit and the Retry-After like any other write. The returned
-// error explains a Failed outcome or stops the run (StopsRun).
-func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, error) {
+// for the limit and the Retry-After like any other write. It returns the
+// resourceVersion of the write stored, if any. The returned error explains a
+// Failed outcome or stops the run (StopsRun).
+func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
+	outcome, written, err := r.rewrite(ctx, obj, checkpoint)
+	if outcome == Rewritten {
+		r.recordWrite(written)
+	}
+	return outcome, written, err
+}
+
+// rewrite is handle's loop: write, and read back what a refused write means.
+func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
 	if r.qps != nil {
 		if err := r.qps.Wait(ctx); err != nil {
 			r.writers.Release(Signal{})
-			return notCounted, err
+			return notCounted, "", err
 		}
 	}
 	target := obj.ObjectVersion
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			if err := r.writers.Acquire(ctx); err != nil {
-				return notCounted, err
+				return notCounted, "", err
 			}
 		}
 		written, err := r.write(ctx, obj, target)
 		if err == nil {
-			r.recordWrite(written.ResourceVersion)
-			return Rewritten, nil
+			return Rewritten, written.ResourceVersion, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return Failed, err
+			return Failed, "", err
 		}
 		var current *ObjectVersion
 		if getErr := retry(ctx, func() error {
@@ -321,7 +355,7 @@ func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (
 			current, err = r.objects.get(ctx, obj.Namespace, obj.Name)
 			return err
 		}); getErr != nil {
-			return Failed, fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
+			return Failed, "", fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
 		}
 		switch Judge(target, current, checkpoint) {
 		case Retry:
@@ -329,11 +363,11 @@ func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (
 				target = *current
 				continue
 			}
-			return Failed, fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
+			return Failed, "", fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
 		case Failed:
-			return Failed, fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
+			return Failed, "", fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
 		}
-		return Skipped, nil
+		return Skipped, "", nil
 	}
 }
 
@@ -351,6 +385,10 @@ func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion)
 		}
 		if seconds, ok := apierrors.SuggestsClientDelay(err); ok {
 			signal.RetryAfter = time.Duration(seconds) * time.Second
+		}
+		if errclass.IsNoSpace(err) {
+			// Before the slot is free: no other write starts after it.
+			r.etcdFull.Store(true)
 		}
 		r.writers.Release(signal)
 		if err == nil || !errclass.Retriable(err) || backoff.Steps <= 1 || ctx.Err() != nil {
