@@ -181,7 +181,8 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		ps.finish(pr, passedOver, nil, obj) // not written during the run
 		return
 	}
-	if err := ps.reserveSpace(ps.ctx); err != nil {
+	chunk, err := ps.reserveSpace(ps.ctx)
+	if err != nil {
 		ps.finish(pr, notCounted, nil, obj)
 		return
 	}
@@ -189,7 +190,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		if err == nil {
 			ps.writers.Release(Signal{})
 		}
-		ps.space.done("")
+		ps.space.done(chunk, "")
 		ps.finish(pr, notCounted, nil, obj)
 		return
 	}
@@ -197,7 +198,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 	go func() {
 		defer ps.running.Done()
 		outcome, rv, err := ps.handle(ps.ctx, obj, checkpoint)
-		ps.space.done(rv)
+		ps.space.done(chunk, rv)
 		if err != nil && StopsRun(err) && ps.ctx.Err() == nil {
 			if errclass.IsNoSpace(err) {
 				err = &EtcdFullError{Err: err}
@@ -283,9 +284,12 @@ func (r *runner) commit(kind passKind, done []*pageRun) {
 // list sends pages until the listing ends, restarting it from the beginning
 // when the continue token expired: objects rewritten meanwhile are newer than
 // the checkpoint and cost nothing the second time.
-func (r *runner) list(ctx context.Context, continueToken string, pages chan<- page) {
-	defer close(pages)
-	restarts := 0
+func (r *runner) list(ctx context.Context, continueToken string, out chan<- page) {
+	defer close(out)
+	// restarts counts the restarts in a row that did not get further than
+	// the listing before them (pages: the pages this listing sent; reached:
+	// how far the expired one got).
+	restarts, pages, reached := 0, 0, 0
 	for {
 		var p page
 		err := retry(ctx, func() error {
@@ -294,17 +298,24 @@ func (r *runner) list(ctx context.Context, continueToken string, pages chan<- pa
 			return err
 		})
 		if apierrors.IsResourceExpired(err) && continueToken != "" && restarts < maxListRestarts {
+			// A compaction passed the listing's snapshot (a run paced by
+			// the etcd space budget outlives several): list from the start;
+			// what is done is newer than the checkpoint and costs no write.
 			restarts++
 			continueToken = ""
+			reached, pages = max(reached, pages), 0
 			continue
 		}
 		if err != nil {
 			p = page{err: fmt.Errorf("list %s: %w", r.opts.Resource, err)}
 		}
 		select {
-		case pages <- p:
+		case out <- p:
 		case <-ctx.Done():
 			return
+		}
+		if pages++; pages > reached {
+			restarts = 0
 		}
 		if err != nil || p.continueToken == "" {
 			return

@@ -36,10 +36,11 @@ import (
 // its previous compaction), and only then can etcd reuse its pages. So the
 // database grows by what the run writes between two compactions, and at
 // etcd's quota every write of every client fails (NOSPACE). The engine
-// therefore writes at most a budget of bytes, then waits until a compaction
-// passed its last write (a LIST at that exact resourceVersion answers 410
-// Gone), and goes on with a fresh budget that reuses the freed pages. The
-// database then grows by about one budget during the whole run.
+// therefore keeps the bytes it wrote that no compaction has freed yet under
+// a budget: a chunk of its writes is freed once a compaction passed its
+// last write (a LIST at that exact resourceVersion answers 410 Gone), and
+// new writes reuse the pages it freed. The database then grows by about one
+// budget during the whole run.
 
 const (
 	// MinSpaceBudget is the smallest budget: a run that adds less to etcd
@@ -139,22 +140,35 @@ func bytesText(n int64) string {
 	return resource.NewQuantity(n, resource.BinarySI).String()
 }
 
-// spaceBudget is a run's budget in flight: the bytes reserved since the
-// last compaction the run waited for, the writes not answered yet and the
-// highest revision its writes were given.
+// spaceBudget is a run's budget in flight: the bytes its writes added to
+// etcd that no compaction has freed yet, in chunks of about a quarter of
+// the budget, oldest first. A chunk is freed once etcd compacted past the
+// last revision its writes were given; so the run goes on writing while
+// the oldest chunks wait for their compaction, and stops only when the
+// bytes not compacted yet would pass the budget.
 type spaceBudget struct {
 	budget int64 // < 0: off
-	// waitFor tells whether etcd compacted past a revision: a read at
+	// compacted tells whether etcd compacted past a revision: a read at
 	// exactly that resourceVersion answers 410 Gone once it did.
 	compacted func(ctx context.Context, resourceVersion string) (bool, error)
 
 	mu          sync.Mutex
-	spent       int64
-	pending     int
-	revision    uint64
+	chunks      []*spaceChunk // oldest first; the last one is open
+	outstanding int64         // the bytes of every chunk
 	sampleBytes int64
 	samples     int64
+	lastProbe   time.Time
 }
+
+// spaceChunk is writes whose bytes are freed together.
+type spaceChunk struct {
+	bytes    int64
+	pending  int    // writes not answered yet
+	revision uint64 // the highest revision its writes were given
+}
+
+// chunkDivisor: a chunk holds about a quarter of the budget.
+const chunkDivisor = 4
 
 func (s *spaceBudget) off() bool { return s == nil || s.budget < 0 }
 
@@ -177,110 +191,153 @@ func (s *spaceBudget) sampled(objectBytes int64) {
 	s.samples++
 }
 
-// tryReserve charges one write when the budget allows it (the first write
-// after a compaction always goes) and reports whether it did.
-func (s *spaceBudget) tryReserve() bool {
+// tryReserve charges one write to the open chunk when the budget allows it
+// (a write always goes when nothing is outstanding) and returns the chunk
+// to tell when it is answered, or false.
+func (s *spaceBudget) tryReserve() (*spaceChunk, bool) {
 	if s.off() {
-		return true
+		return nil, true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cost()
-	if s.spent > 0 && s.spent+c > s.budget {
-		return false
+	if s.outstanding > 0 && s.outstanding+c > s.budget {
+		return nil, false
 	}
-	s.spent += c
-	s.pending++
-	return true
+	if len(s.chunks) == 0 || s.chunks[len(s.chunks)-1].bytes >= s.budget/chunkDivisor {
+		s.chunks = append(s.chunks, &spaceChunk{})
+	}
+	chunk := s.chunks[len(s.chunks)-1]
+	chunk.bytes += c
+	chunk.pending++
+	s.outstanding += c
+	return chunk, true
 }
 
 // done ends a reserved write; rv is the resourceVersion it was given, empty
 // when it stored nothing.
-func (s *spaceBudget) done(rv string) {
-	if s.off() {
+func (s *spaceBudget) done(chunk *spaceChunk, rv string) {
+	if s.off() || chunk == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending--
+	chunk.pending--
 	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
-		s.revision = max(s.revision, v)
+		chunk.revision = max(chunk.revision, v)
 	}
 }
 
-// drained returns the revision to wait for once every reserved write was
-// answered, or false while some are in flight.
-func (s *spaceBudget) drained() (uint64, bool) {
+// oldest returns the revision the oldest chunk waits for, once every write
+// of it was answered (ready); a chunk that stored nothing is dropped.
+func (s *spaceBudget) oldest() (rev uint64, ready bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.revision, s.pending == 0
+	for len(s.chunks) > 0 {
+		head := s.chunks[0]
+		if head.pending > 0 {
+			return 0, false
+		}
+		if head.revision == 0 { // nothing stored: nothing to free
+			s.pop()
+			continue
+		}
+		return head.revision, true
+	}
+	return 0, false
 }
 
-// renew starts a fresh budget after a compaction.
-func (s *spaceBudget) renew() {
+// pop frees the oldest chunk: etcd compacted past it. Callers hold mu.
+func (s *spaceBudget) pop() {
+	s.outstanding -= s.chunks[0].bytes
+	s.chunks = s.chunks[1:]
+}
+
+// release frees the oldest chunks etcd compacted since, asking at most once
+// per compactionPoll unless force. It returns the revision it asked about
+// last that was not compacted yet (0 when none).
+func (s *spaceBudget) release(ctx context.Context, force bool) string {
+	if s.off() {
+		return ""
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.spent = 0
+	due := force || time.Since(s.lastProbe) >= compactionPoll
+	if due {
+		s.lastProbe = time.Now()
+	}
+	s.mu.Unlock()
+	if !due {
+		return ""
+	}
+	for {
+		rev, ready := s.oldest()
+		if !ready {
+			return ""
+		}
+		text := strconv.FormatUint(rev, 10)
+		if compacted, err := s.compacted(ctx, text); err != nil || !compacted {
+			return text
+		}
+		s.mu.Lock()
+		if len(s.chunks) > 0 && s.chunks[0].revision == rev && s.chunks[0].pending == 0 {
+			s.pop()
+		}
+		s.mu.Unlock()
+	}
 }
 
 // reserveSpace lets one more write go once the budget allows it, waiting
-// for a compaction when it is spent. Only the dispatcher calls it.
-func (r *runner) reserveSpace(ctx context.Context) error {
-	if r.space.tryReserve() {
-		return nil
+// for compactions while the bytes not compacted yet would pass it. It
+// returns the chunk the write is charged to. Only the dispatcher calls it.
+func (r *runner) reserveSpace(ctx context.Context) (*spaceChunk, error) {
+	if r.space.off() {
+		return nil, nil
 	}
-	// Every reserved write must be answered first: the wait is for a
-	// compaction past the last of them.
-	var rev uint64
+	r.space.release(ctx, false)
+	if chunk, ok := r.space.tryReserve(); ok {
+		return chunk, nil
+	}
+	waiting := false
+	defer func() {
+		if waiting {
+			r.mu.Lock()
+			r.progress.CompactionWait = ""
+			r.mu.Unlock()
+			r.notify()
+			r.writers.restartWindow()
+		}
+	}()
 	for {
-		var ok bool
-		if rev, ok = r.space.drained(); ok {
-			break
+		rev := r.space.release(ctx, true)
+		if chunk, ok := r.space.tryReserve(); ok {
+			if waiting {
+				// etcd deletes what it compacted in the background.
+				if err := sleep(ctx, compactionSettle); err != nil {
+					r.space.done(chunk, "")
+					return nil, err
+				}
+			}
+			return chunk, nil
 		}
-		if err := sleep(ctx, 10*time.Millisecond); err != nil {
-			return err
+		if !waiting && rev != "" {
+			waiting = true
+			r.startWait(ctx, rev)
+		}
+		if err := sleep(ctx, compactionPoll); err != nil {
+			return nil, err
 		}
 	}
-	if rev > 0 {
-		if err := r.waitCompaction(ctx, strconv.FormatUint(rev, 10)); err != nil {
-			return err
-		}
-	}
-	r.space.renew()
-	r.writers.restartWindow()
-	if !r.space.tryReserve() {
-		return fmt.Errorf("the etcd space budget refuses a write after a compaction")
-	}
-	return nil
 }
 
-// waitCompaction waits until etcd compacted past rev, showing why in the
-// progress meanwhile.
-func (r *runner) waitCompaction(ctx context.Context, rev string) error {
+// startWait shows in the progress that the run waits for a compaction.
+func (r *runner) startWait(ctx context.Context, rev string) {
 	r.mu.Lock()
 	r.progress.CompactionWaits++
-	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: this run wrote its budget of %s since the last one",
+	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: the run's writes not compacted yet reached its budget of %s",
 		rev, time.Now().UTC().Format(time.RFC3339), bytesText(r.space.budget))
 	r.mu.Unlock()
 	klog.FromContext(ctx).Info("waiting for etcd to compact", "resource", r.opts.Resource.String(), "resourceVersion", rev, "budget", bytesText(r.space.budget))
 	r.notify()
-	for {
-		compacted, err := r.space.compacted(ctx, rev)
-		if err == nil && compacted {
-			break
-		}
-		if err := sleep(ctx, compactionPoll); err != nil {
-			return err
-		}
-	}
-	if err := sleep(ctx, compactionSettle); err != nil {
-		return err
-	}
-	r.mu.Lock()
-	r.progress.CompactionWait = ""
-	r.mu.Unlock()
-	r.notify()
-	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,52 +70,63 @@ apiserver_storage_size_bytes_other 1e+12
 		Expect(ok).To(BeFalse())
 	})
 
-	It("lets writes go until the budget is spent, the first write after a compaction always", func() {
+	It("lets writes go while the bytes not compacted yet fit the budget (a write always goes when none are)", func() {
 		s := &spaceBudget{budget: 2 * WriteCost(defaultObjectBytes)}
-		Expect(s.tryReserve()).To(BeTrue())
-		Expect(s.tryReserve()).To(BeTrue())
-		Expect(s.tryReserve()).To(BeFalse())
-		s.renew()
-		s.budget = 1 // smaller than one write
-		Expect(s.tryReserve()).To(BeTrue())
-		Expect(s.tryReserve()).To(BeFalse())
+		for range 2 {
+			_, ok := s.tryReserve()
+			Expect(ok).To(BeTrue())
+		}
+		_, ok := s.tryReserve()
+		Expect(ok).To(BeFalse())
+		s = &spaceBudget{budget: 1} // smaller than one write
+		_, ok = s.tryReserve()
+		Expect(ok).To(BeTrue())
+		_, ok = s.tryReserve()
+		Expect(ok).To(BeFalse())
 	})
 
 	It("charges what the sampled objects weigh", func() {
 		s := &spaceBudget{budget: 10 * WriteCost(300)}
 		s.sampled(300)
 		for range 10 {
-			Expect(s.tryReserve()).To(BeTrue())
+			_, ok := s.tryReserve()
+			Expect(ok).To(BeTrue())
 		}
-		Expect(s.tryReserve()).To(BeFalse())
+		_, ok := s.tryReserve()
+		Expect(ok).To(BeFalse())
 	})
 
-	It("waits, once the budget is spent, until etcd compacted past the run's last write, and says so", func(ctx SpecContext) {
+	It("frees the oldest writes once etcd compacted past the last of them, and says why it waits meanwhile", func(ctx SpecContext) {
 		defer func(poll, settle time.Duration) { compactionPoll, compactionSettle = poll, settle }(compactionPoll, compactionSettle)
 		compactionPoll, compactionSettle = 10*time.Millisecond, time.Millisecond
 		var compactedTo atomic.Int64
-		var asked []string
+		var asked sync.Map
 		var reports []Progress
 		r := &runner{writers: newLimiter(8, false, PriorityBackground)}
 		r.opts.OnProgress = func(p Progress) { reports = append(reports, p) }
-		r.space = &spaceBudget{budget: 2 * WriteCost(defaultObjectBytes), compacted: func(_ context.Context, rv string) (bool, error) {
-			asked = append(asked, rv)
+		r.space = &spaceBudget{budget: 8 * WriteCost(defaultObjectBytes), compacted: func(_ context.Context, rv string) (bool, error) {
+			asked.Store(rv, true)
 			v, _ := strconv.ParseInt(rv, 10, 64)
 			return compactedTo.Load() >= v, nil
 		}}
-		for rv := range 2 {
-			Expect(r.reserveSpace(ctx)).To(Succeed())
-			r.space.done(strconv.Itoa(100 + rv))
+		// Eight writes fill the budget, in chunks of two.
+		for rv := range 8 {
+			chunk, err := r.reserveSpace(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			r.space.done(chunk, strconv.Itoa(100+rv))
 		}
+		Expect(r.space.chunks).To(HaveLen(4))
 		go func() {
 			time.Sleep(50 * time.Millisecond)
-			compactedTo.Store(100) // not past the last write yet
+			compactedTo.Store(100) // not past the first chunk's last write
 			time.Sleep(50 * time.Millisecond)
-			compactedTo.Store(150)
+			compactedTo.Store(103) // past the first two chunks
 		}()
-		Expect(r.reserveSpace(ctx)).To(Succeed())
-		Expect(asked).To(HaveEach("101"))
-		Expect(compactedTo.Load()).To(Equal(int64(150)))
+		_, err := r.reserveSpace(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		_, askedFirst := asked.Load("101")
+		Expect(askedFirst).To(BeTrue(), "it asks about the oldest chunk's last write")
+		Expect(r.space.outstanding).To(Equal(5*WriteCost(defaultObjectBytes)), "two chunks freed, one more write charged")
 		Expect(r.progress.CompactionWaits).To(Equal(1))
 		Expect(reports).To(HaveLen(2))
 		Expect(reports[0].CompactionWait).To(ContainSubstring("waiting for etcd's next compaction past resourceVersion 101"))
@@ -124,7 +136,8 @@ apiserver_storage_size_bytes_other 1e+12
 	It("never waits when the budget is off", func(ctx SpecContext) {
 		r := &runner{writers: newLimiter(8, false, PriorityBackground), space: &spaceBudget{budget: -1}}
 		for range 1000 {
-			Expect(r.reserveSpace(ctx)).To(Succeed())
+			_, err := r.reserveSpace(ctx)
+			Expect(err).NotTo(HaveOccurred())
 		}
 	})
 })

@@ -17,6 +17,7 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -327,6 +328,16 @@ type MigrationSettings struct {
 	// +kubebuilder:default=Graduator
 	Engine Engine `json:"engine,omitempty"`
 
+	// EtcdQuota is etcd's space quota (its --quota-backend-bytes; etcd's
+	// default is 2Gi), when known, such as 8Gi. The migration keeps the
+	// bytes it adds to etcd between two compactions under a budget, so
+	// that it never fills etcd: with the quota known the database may grow
+	// to 3/4 of it; unknown, by a quarter of its size at the start (at
+	// least 16Mi). The operator's --etcd-quota (the chart's etcdQuota)
+	// applies when unset. Does not apply to engine StorageVersionMigration.
+	// +optional
+	EtcdQuota *resource.Quantity `json:"etcdQuota,omitempty"`
+
 	// SettleDelay is how long to wait after the storage version switched
 	// before the migration starts, so that every API server of the control
 	// plane writes the new version. A Go duration; defaults to 10s.
@@ -336,6 +347,15 @@ type MigrationSettings struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="settleDelay must be a duration such as 10s or 1m"
 	SettleDelay *metav1.Duration `json:"settleDelay,omitempty"`
+}
+
+// EtcdQuotaBytes is EtcdQuota in bytes, or fallback (the operator's
+// --etcd-quota; 0: unknown) when unset.
+func (m MigrationSettings) EtcdQuotaBytes(fallback int64) int64 {
+	if m.EtcdQuota == nil || m.EtcdQuota.Value() <= 0 {
+		return fallback
+	}
+	return m.EtcdQuota.Value()
 }
 
 // CRDVersionPolicyStatus is what Graduator observed and did.
