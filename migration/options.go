@@ -17,7 +17,10 @@ limitations under the License.
 package migration
 
 import (
+	"fmt"
+
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -189,6 +192,22 @@ type Result struct {
 	// end of their listings: every object was handled, and each one is
 	// either done or counted in Failed.
 	Complete bool
+}
+
+// ParseEtcdQuota reads an etcd quota given as a quantity, such as 8Gi or
+// 2147483648, for Options.EtcdQuota; empty is 0 (unknown).
+func ParseEtcdQuota(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("etcd quota %q: %w", s, err)
+	}
+	if q.Value() < 0 {
+		return 0, fmt.Errorf("etcd quota %q is negative", s)
+	}
+	return q.Value(), nil
 }
 
 func withDefaults(o Options) Options {
