@@ -17,14 +17,19 @@ limitations under the License.
 package quota
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 
 	"github.com/graduator/graduator/errclass"
 	"github.com/graduator/graduator/migration"
@@ -34,7 +39,9 @@ import (
 // records the peak of etcd's database size and the compactions waited for.
 func migrate(ctx context.Context, p *population, gvr schema.GroupVersionResource, opts migration.Options) (migration.Result, int64, time.Duration, error) {
 	opts.Resource = gvr
-	opts.Config = env.Config
+	if opts.Config == nil {
+		opts.Config = env.Config
+	}
 	var waits []string
 	opts.OnProgress = func(pr migration.Progress) {
 		if pr.CompactionWait != "" {
@@ -107,8 +114,13 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		filler.switchStorage(ctx, "v2")
 
 		var full *migration.EtcdFullError
-		res, _, _, err := migrate(ctx, filler, filler.v2, migration.Options{})
+		patches := &patchRecorder{}
+		res, _, _, err := migrate(ctx, filler, filler.v2, migration.Options{Config: patches.config()})
 		Expect(err).To(HaveOccurred())
+		first, after, total := patches.afterNoSpace()
+		GinkgoWriter.Printf("%d PATCHes; the first NOSPACE answer at %s; %d PATCHes sent after it\n", total, first.Format(time.RFC3339Nano), after)
+		Expect(first.IsZero()).To(BeFalse(), "etcd answered NOSPACE")
+		Expect(after).To(BeZero(), "no write is sent after etcd's first NOSPACE answer")
 		Expect(errors.As(err, &full)).To(BeTrue(), "%v", err)
 		Expect(errclass.IsNoSpace(err)).To(BeTrue())
 		Expect(err.Error()).To(ContainSubstring("etcdctl defrag"))
@@ -139,3 +151,57 @@ func restore(ctx context.Context) {
 	_, err = c.AlarmDisarm(ctx, &clientv3.AlarmMember{})
 	Expect(err).NotTo(HaveOccurred())
 }
+
+// patchRecorder records when each PATCH is sent and when etcd's first
+// NOSPACE answer came back.
+type patchRecorder struct {
+	mu      sync.Mutex
+	sent    []time.Time
+	noSpace time.Time
+}
+
+func (p *patchRecorder) config() *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodPatch {
+				return rt.RoundTrip(req)
+			}
+			p.mu.Lock()
+			p.sent = append(p.sent, time.Now())
+			p.mu.Unlock()
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode >= 500 {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				if bytes.Contains(body, []byte("database space exceeded")) {
+					p.mu.Lock()
+					if p.noSpace.IsZero() {
+						p.noSpace = time.Now()
+					}
+					p.mu.Unlock()
+				}
+			}
+			return resp, err
+		})
+	})
+	return cfg
+}
+
+// afterNoSpace returns the time of the first NOSPACE answer, the PATCHes
+// sent after it and all PATCHes.
+func (p *patchRecorder) afterNoSpace() (time.Time, int, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	after := 0
+	for _, t := range p.sent {
+		if !p.noSpace.IsZero() && t.After(p.noSpace) {
+			after++
+		}
+	}
+	return p.noSpace, after, len(p.sent)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
