@@ -351,6 +351,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// maxReasonError bounds the error quoted in SpaceBudgetReason, which a
+// policy's status carries (512 characters at most).
+const maxReasonError = 200
+
 // newSpaceBudget sets the run's budget from Options.SpaceBudget, else from
 // the rule, reading the database's size from the API server's /metrics.
 func (r *runner) newSpaceBudget(ctx context.Context) {
@@ -368,7 +372,11 @@ func (r *runner) newSpaceBudget(ctx context.Context) {
 	s.budget, r.progress.SpaceBudgetReason = SpaceBudgetFor(size, r.opts.EtcdQuota)
 	r.progress.SpaceBudget, r.progress.DatabaseSize = s.budget, size
 	if err != nil {
-		r.progress.SpaceBudgetReason += fmt.Sprintf("; etcd's database size is unknown: %v", err)
+		text := err.Error()
+		if len(text) > maxReasonError {
+			text = text[:maxReasonError] + "..."
+		}
+		r.progress.SpaceBudgetReason += "; etcd's database size is unknown: " + text
 		klog.FromContext(ctx).Info("the etcd space budget cannot read the database's size; a conservative budget applies",
 			"resource", r.opts.Resource.String(), "budget", bytesText(s.budget), "err", err.Error())
 	}

@@ -480,6 +480,19 @@ type MigrationStatus struct {
 	// +kubebuilder:validation:MaxLength=32
 	WritersReason string `json:"writersReason,omitempty"`
 
+	// SpaceBudget is the migration's etcd space budget and how it was set:
+	// the bytes its writes not yet freed by a compaction may take, from
+	// etcd's database size and quota, or why without them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	SpaceBudget string `json:"spaceBudget,omitempty"`
+	// CompactionWait, when set, says that the migration waits for etcd's
+	// next compaction, since when and why: its writes not yet compacted
+	// reached its etcd space budget.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	CompactionWait string `json:"compactionWait,omitempty"`
+
 	// Listed is the number of objects listed so far.
 	// +optional
 	Listed int64 `json:"listed,omitempty"`
