@@ -29,6 +29,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -43,6 +44,7 @@ import (
 	"github.com/graduator/graduator/driver"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/roundtrip"
 	"github.com/graduator/graduator/snapshot"
 )
 
@@ -78,6 +80,10 @@ type MigrateOptions struct {
 	writeTo string
 	// priority is --priority: background or full.
 	priority string
+	// etcdQuota is --etcd-quota, etcd's space quota ("8Gi"); acceptLoss
+	// --accept-loss, the field paths the conversion may lose.
+	etcdQuota  string
+	acceptLoss []string
 
 	crdName string
 	client  client.Client
@@ -142,6 +148,10 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 		"background yields to other clients of the API server (writers grow only while they buy the migration "+
 			"proportionally more); full takes the server's full speed up to --concurrency, for maintenance windows, "+
 			"at other clients' expense.")
+	cmd.Flags().StringVar(&o.etcdQuota, "etcd-quota", "",
+		"etcd's space quota (its --quota-backend-bytes, such as 8Gi): the migration then lets the database grow to 3/4 of it between compactions; unknown by default.")
+	cmd.Flags().StringArrayVar(&o.acceptLoss, "accept-loss", nil,
+		"A field path (such as /status/conditions, /spec/items/*/name) the conversion may lose; the round-trip proof refuses any other loss. Repeatable.")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "Snapshot every object before the run and compare after it; do not prune when one differs.")
 	return cmd
 }
@@ -161,6 +171,14 @@ func (o *MigrateOptions) Validate() error {
 		return fmt.Errorf("--write-to must be %s or %s, got %q", migration.WriteToObject, migration.WriteToStatus, o.writeTo)
 	case !strings.EqualFold(o.priority, string(migration.PriorityBackground)) && !strings.EqualFold(o.priority, string(migration.PriorityFull)):
 		return fmt.Errorf("--priority must be background or full, got %q", o.priority)
+	}
+	if _, err := migration.ParseEtcdQuota(o.etcdQuota); err != nil {
+		return fmt.Errorf("--etcd-quota: %w", err)
+	}
+	for _, path := range o.acceptLoss {
+		if !roundtrip.ValidPath(path) {
+			return fmt.Errorf("--accept-loss %q is not a field path such as /spec/items/*/name", path)
+		}
 	}
 	return nil
 }
@@ -294,14 +312,19 @@ const driverWait = 2 * time.Minute
 // flags' tuning, and no settle delay (the storage version was switched by
 // whoever runs the command, before it).
 func (o *MigrateOptions) policy() *graduatorv1alpha1.CRDVersionPolicy {
-	return &graduatorv1alpha1.CRDVersionPolicy{
+	policy := &graduatorv1alpha1.CRDVersionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: o.crdName, Generation: 1},
 		Spec: graduatorv1alpha1.CRDVersionPolicySpec{Migration: graduatorv1alpha1.MigrationSettings{
 			Concurrency: int32(o.engine.Concurrency), PageSize: o.engine.PageSize, QPS: int32(math.Ceil(o.qps)),
 			WriteTo: o.engine.WriteTo, Priority: graduatorv1alpha1.Priority(o.engine.Priority),
-			SettleDelay: &metav1.Duration{},
+			SettleDelay: &metav1.Duration{}, AcceptLoss: o.acceptLoss,
 		}},
 	}
+	if o.etcdQuota != "" {
+		quota := resource.MustParse(o.etcdQuota) // checked by Validate
+		policy.Spec.Migration.EtcdQuota = &quota
+	}
+	return policy
 }
 
 // driver is the graduation's driver for the actions given, drawing the

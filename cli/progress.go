@@ -172,6 +172,8 @@ func renderBar(name string, p migration.Progress, f figures, width int, final bo
 	}
 	figs = append(figs, fmt.Sprintf("failed %d", p.Failed))
 	switch {
+	case p.CompactionWait != "" && !final:
+		figs = append(figs, "waiting for etcd to compact")
 	case p.CatchUp && !final:
 		figs = append(figs, fmt.Sprintf("catching up %d", p.CaughtUp))
 	case p.CaughtUp > 0:
@@ -234,6 +236,7 @@ type progressRecord struct {
 	Skipped          int64   `json:"skipped"`
 	Failed           int64   `json:"failed"`
 	CatchUp          bool    `json:"catchUp"`
+	CompactionWait   string  `json:"compactionWait,omitempty"`
 	CaughtUp         int64   `json:"caughtUp"`
 	Writers          int     `json:"writers"`
 	ObjectsPerSecond float64 `json:"objectsPerSecond"`
@@ -245,7 +248,7 @@ func progressRecordOf(name string, p migration.Progress, f figures, elapsed time
 	round := func(v float64) float64 { return math.Round(v*10) / 10 }
 	return progressRecord{
 		CRD: name, Done: f.Done, Total: f.Total, Percent: round(f.Percent), Listed: p.Listed,
-		Rewritten: p.Rewritten, Skipped: p.Skipped, Failed: p.Failed, CatchUp: p.CatchUp, CaughtUp: p.CaughtUp,
+		Rewritten: p.Rewritten, Skipped: p.Skipped, Failed: p.Failed, CatchUp: p.CatchUp, CompactionWait: p.CompactionWait, CaughtUp: p.CaughtUp,
 		Writers: p.Writers, ObjectsPerSecond: round(f.Rate), ETASeconds: f.ETA.Seconds(), ElapsedSeconds: round(elapsed.Seconds()),
 	}
 }
@@ -273,8 +276,10 @@ type progressReporter struct {
 	lastRate float64
 	// printed is the Done of the last line printed (progressLines).
 	printed int64
-	// sweeping is set once the catch-up sweep started.
+	// sweeping is set once the catch-up sweep started; waiting while the
+	// run waits for etcd's compaction (progressLines).
 	sweeping bool
+	waiting  bool
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -344,6 +349,16 @@ func (r *progressReporter) update(p migration.Progress) {
 // printLines prints a line for a page that moved the main pass, and one
 // when the catch-up sweep starts; r.mu is held.
 func (r *progressReporter) printLines(p migration.Progress) {
+	// The etcd space budget's waits for a compaction: why, when one starts,
+	// and when the writes go on.
+	switch {
+	case p.CompactionWait != "" && !r.waiting:
+		r.waiting = true
+		_, _ = fmt.Fprintf(r.w, "%s: %s\n", r.name, p.CompactionWait)
+	case p.CompactionWait == "" && r.waiting:
+		r.waiting = false
+		_, _ = fmt.Fprintf(r.w, "%s: etcd compacted; writing again\n", r.name)
+	}
 	pageDone := p.Rewritten + p.Skipped + p.Failed
 	if !p.CatchUp && pageDone > r.printed {
 		r.printed = pageDone

@@ -199,3 +199,24 @@ default/new: only in the cluster (created since)
 		t.Errorf("identical: %q", got)
 	}
 }
+
+func TestLogsSayWhenTheRunWaitsForEtcdToCompactAndWhenItGoesOn(t *testing.T) {
+	var out strings.Builder
+	r := newProgressReporter(&out, "w", progressLines)
+	wait := "waiting for etcd's next compaction past resourceVersion 15117 since 2026-11-25T10:56:48Z: the run's writes not compacted yet reached its budget of 27Mi"
+	for _, p := range []migration.Progress{
+		{Listed: 500, Rewritten: 500, Remaining: 500, Continue: "a"},
+		{Listed: 500, Rewritten: 500, Remaining: 500, Continue: "a", CompactionWait: wait, CompactionWaits: 1},
+		{Listed: 500, Rewritten: 500, Remaining: 500, Continue: "a", CompactionWaits: 1},
+	} {
+		r.update(p)
+	}
+	r.done(migration.Result{Progress: migration.Progress{Listed: 500, Rewritten: 500, Remaining: 500, Continue: "a"}})
+	if !strings.Contains(out.String(), "w: "+wait+"\n") || !strings.Contains(out.String(), "w: etcd compacted; writing again\n") {
+		t.Errorf("no line about the wait:\n%s", out.String())
+	}
+	bar := renderBar("w", migration.Progress{Listed: 500, Remaining: 500, CompactionWait: wait}, figures{Done: 500, Total: 1000, Percent: 50}, 200, false)
+	if !strings.Contains(bar, "waiting for etcd to compact") {
+		t.Errorf("the bar does not say it waits: %q", bar)
+	}
+}

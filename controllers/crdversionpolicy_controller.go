@@ -69,6 +69,9 @@ type CRDVersionPolicyReconciler struct {
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles is how many CRDs graduate at once; 1 when 0.
 	MaxConcurrentReconciles int
+	// EtcdQuota is etcd's space quota in bytes (--etcd-quota), for
+	// policies that set none; 0 when unknown.
+	EtcdQuota int64
 
 	driver *driver.Driver
 }
@@ -167,8 +170,9 @@ func (r *CRDVersionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Clients: driver.Clients{
 			Client: r.Client, Reader: r.reader(), Dynamic: r.Dynamic, Config: r.Config, Discovery: r.Discovery, Reviews: r.Reviews,
 		},
-		Reporter: reporter{recorder: r.Recorder},
-		Clock:    r.Clock,
+		Reporter:  reporter{recorder: r.Recorder},
+		EtcdQuota: r.EtcdQuota,
+		Clock:     r.Clock,
 	}
 	workers := r.MaxConcurrentReconciles
 	if workers == 0 {

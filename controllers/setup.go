@@ -30,6 +30,9 @@ type Options struct {
 	// MaxConcurrentGraduations is how many CRDs migrate at the same time; 1
 	// when 0.
 	MaxConcurrentGraduations int
+	// EtcdQuota is etcd's space quota in bytes (the manager's --etcd-quota)
+	// for policies that set no spec.migration.etcdQuota; 0: unknown.
+	EtcdQuota int64
 }
 
 // Setup registers Graduator's controllers with a manager (created with
@@ -62,6 +65,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		Reviews:                 authz.SelfSubjectAccessReviews(),
 		Recorder:                recorder,
 		MaxConcurrentReconciles: opts.MaxConcurrentGraduations,
+		EtcdQuota:               opts.EtcdQuota,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CRDVersionPolicy controller: %w", err)
 	}

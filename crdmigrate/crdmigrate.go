@@ -78,6 +78,14 @@ type Options struct {
 	PageSize int64
 	// QPS, when above 0, caps writes per second.
 	QPS float32
+	// EtcdQuota is etcd's space quota in bytes, when known: the migration
+	// then lets the database grow to 3/4 of it between compactions (see
+	// migration.Options.EtcdQuota). 0 when unknown.
+	EtcdQuota int64
+	// AcceptLoss lists field paths (such as /status/conditions) the
+	// conversion may lose; the round-trip proof refuses any other loss
+	// before the first write.
+	AcceptLoss []string
 	// SettleDelay overrides DefaultSettleDelay (a negative value means none).
 	SettleDelay time.Duration
 	// MaxConcurrentMigrations is how many CRDs migrate at once; 1 when 0.
@@ -168,8 +176,9 @@ func Add(mgr ctrl.Manager, opts Options) error {
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Dynamic: dyn, Config: cfg, Discovery: disco,
 				Reviews: authz.SelfSubjectAccessReviews(),
 			},
-			Reporter: reporter{recorder: mgr.GetEventRecorder(opts.Name)},
-			Needs:    needs,
+			Reporter:  reporter{recorder: mgr.GetEventRecorder(opts.Name)},
+			Needs:     needs,
+			EtcdQuota: opts.EtcdQuota,
 		},
 	}
 	selected := predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -201,6 +210,7 @@ func (o Options) policySpec() graduatorv1alpha1.CRDVersionPolicySpec {
 			WriteTo:     o.WriteTo,
 			Priority:    graduatorv1alpha1.Priority(o.Priority),
 			SettleDelay: &metav1.Duration{Duration: o.SettleDelay},
+			AcceptLoss:  o.AcceptLoss,
 		},
 	}
 }

@@ -138,6 +138,10 @@ type Driver struct {
 	// Engine adds door-specific options to each migration run (a progress
 	// bar's callbacks); called on the options the driver built.
 	Engine func(*migration.Options)
+	// EtcdQuota is etcd's space quota in bytes when the door knows it (the
+	// manager's --etcd-quota), for a policy that sets none: it sharpens the
+	// migration's space budget. 0 when unknown.
+	EtcdQuota int64
 	// Clock is the time source; a real clock when nil.
 	Clock clock.PassiveClock
 

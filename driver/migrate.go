@@ -137,6 +137,7 @@ func (d *Driver) engineOptions(settings graduatorv1alpha1.MigrationSettings, res
 		WriteTo:     settings.WriteTo,
 		Priority:    migration.Priority(settings.Priority),
 		Resume:      resume,
+		EtcdQuota:   settings.EtcdQuotaBytes(d.EtcdQuota),
 	}
 	if d.Engine != nil {
 		d.Engine(&opts)
@@ -213,6 +214,7 @@ func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) 
 	r.Listed, r.Rewritten, r.Skipped, r.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
 	r.Progress = fmt.Sprintf("%d/%d", p.Rewritten+p.Skipped+p.Failed, p.Listed)
 	r.WrittenRanges = p.Written
+	r.SpaceBudget, r.CompactionWait = p.SpaceBudgetReason, p.CompactionWait
 	r.Failures = nil
 	for _, f := range p.Failures {
 		reason := f.Reason

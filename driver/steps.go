@@ -39,6 +39,7 @@ import (
 	"github.com/graduator/graduator/errclass"
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/roundtrip"
 )
 
 // step is how the driver carries out one action of graduation.Plan.
@@ -105,13 +106,48 @@ const (
 	ReasonWriteRejected = "WriteRejected"
 )
 
-// preflight runs Preflight; a failed one is also told in an Event.
+// preflight runs Preflight, then proves that the conversion round-trips
+// (proveRoundTrip); a failed one is also told in an Event, with the reason
+// ConversionLossy for a lossy conversion.
 func (d *Driver) preflight(ctx context.Context, g *run, target string) *graduation.PreflightResult {
 	result := Preflight(ctx, d.Dynamic, g.crd, target, g.policy.Spec.Migration.WriteTo)
+	if result.Passed {
+		result = d.proveRoundTrip(ctx, g, target)
+	}
 	if !result.Passed {
-		d.Reporter.Event(g.policy, g.crd, corev1.EventTypeWarning, graduation.ReasonPreflightFailed, "Preflight", result.Message)
+		reason := graduation.ReasonPreflightFailed
+		if result.Reason == graduation.ReasonConversionLossy {
+			reason = graduation.ReasonConversionLossy
+		}
+		d.Reporter.Event(g.policy, g.crd, corev1.EventTypeWarning, reason, "Preflight", result.Message)
 	}
 	return &result
+}
+
+// proveRoundTrip proves, before the first write, that every old version
+// objects are stored in survives old -> target -> old (package roundtrip):
+// through the conversion webhook before the storage switch, through a dry
+// run once the CRD stores target. What it proved, and the losses the policy
+// accepts, go to status.roundTrip; a loss it does not accept fails the
+// preflight with reason ConversionLossy.
+func (d *Driver) proveRoundTrip(ctx context.Context, g *run, target string) graduation.PreflightResult {
+	if len(graduation.StaleStoredVersions(g.crd)) == 0 && graduation.StorageVersion(g.crd) == target {
+		return graduation.PreflightResult{Passed: true} // nothing stored in another version
+	}
+	proof, err := roundtrip.Prove(ctx, d.Dynamic, g.crd, roundtrip.OptionsFor(g.policy.Spec.Migration, target))
+	if err != nil {
+		reason := ReasonReadFailed
+		if errclass.IsConversionError(err) {
+			reason = graduation.ReasonConversionFailed
+		}
+		return graduation.PreflightResult{Reason: reason, Message: fmt.Sprintf("proving the round trip through %s: %v", target, err)}
+	}
+	status := proof.Status(g.crd.Generation, metav1.NewTime(d.now()))
+	g.policy.Status.RoundTrip = &status
+	if !proof.Lossless() {
+		return graduation.PreflightResult{Reason: graduation.ReasonConversionLossy, Message: proof.Message()}
+	}
+	return graduation.PreflightResult{Passed: true}
 }
 
 // Preflight reads a sample of objects at the target version, which makes

@@ -54,11 +54,30 @@ func IsTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
+// noSpace is how etcd words its NOSPACE answer; the API server passes it on
+// inside a 500 with no structured cause.
+const noSpace = "database space exceeded"
+
+// IsNoSpace reports whether etcd refused a write because its database
+// reached its space quota (the NOSPACE alarm). Every write of every client
+// then fails until an administrator frees space and disarms the alarm, so
+// such an error is never worth retrying.
+func IsNoSpace(err error) bool {
+	return err != nil && strings.Contains(err.Error(), noSpace)
+}
+
+// NoSpaceAdvice says what to do about a full etcd (IsNoSpace).
+const NoSpaceAdvice = "every write of every client fails until an administrator compacts and defragments etcd " +
+	"(etcdctl compact, etcdctl defrag) or raises its --quota-backend-bytes, then disarms the alarm (etcdctl alarm disarm); " +
+	"migrate again afterwards, with etcd's quota given (--etcd-quota, spec.migration.etcdQuota) so the space budget knows it"
+
 // Retriable reports whether an error is worth retrying: throttling, server
-// errors and broken connections. Conflicts, missing objects and rejections
-// are not.
+// errors and broken connections. Conflicts, missing objects, rejections and
+// a full etcd (IsNoSpace) are not.
 func Retriable(err error) bool {
 	switch {
+	case IsNoSpace(err):
+		return false
 	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
 		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsUnexpectedServerError(err):
 		return true

@@ -28,6 +28,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// noSpaceError is how the API server passes on etcd's NOSPACE answer.
+var noSpaceError = apierrors.NewInternalError(errors.New("etcdserver: mvcc: database space exceeded"))
+
 var gr = schema.GroupResource{Group: "restaurant.example.com", Resource: "pizzas"}
 
 func TestRetriable(t *testing.T) {
@@ -45,6 +48,7 @@ func TestRetriable(t *testing.T) {
 		{"gone", apierrors.NewNotFound(gr, "margherita"), false},
 		{"rejected by admission", apierrors.NewForbidden(gr, "margherita", errors.New("denied")), false},
 		{"invalid", apierrors.NewBadRequest("no"), false},
+		{"etcd is full (NOSPACE): retrying hammers a read-only cluster", noSpaceError, false},
 	} {
 		if got := Retriable(tc.err); got != tc.retriable {
 			t.Errorf("%s: Retriable = %t, want %t", tc.name, got, tc.retriable)
@@ -78,6 +82,23 @@ func TestKinds(t *testing.T) {
 		}
 		if got := IsTimeout(tc.err); got != tc.isTimeout {
 			t.Errorf("%s: IsTimeout = %t, want %t", tc.name, got, tc.isTimeout)
+		}
+	}
+}
+
+func TestIsNoSpace(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"etcd's NOSPACE answer through the API server", noSpaceError, true},
+		{"wrapped", fmt.Errorf("rewrite widgets a/b: %w", noSpaceError), true},
+		{"another internal error", apierrors.NewInternalError(errors.New("conversion webhook failed")), false},
+		{"no error", nil, false},
+	} {
+		if got := IsNoSpace(tc.err); got != tc.want {
+			t.Errorf("%s: IsNoSpace = %t, want %t", tc.name, got, tc.want)
 		}
 	}
 }

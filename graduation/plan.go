@@ -428,8 +428,7 @@ func (p *planner) storage(s Step, current, target string) (Step, bool) {
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "running the preflight checks for %s", target), true
 	case !pre.Passed:
 		p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionFalse, pre.Reason, "%s", pre.Message)
-		return p.blocked(s, ReasonPreflightFailed, "preflight for storage version %s failed (%s): %s; nothing was changed",
-			target, pre.Reason, pre.Message), true
+		return p.preflightFailed(s, target, pre, "nothing was changed"), true
 	}
 	p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionTrue, ReasonPreflightSucceeded,
 		"objects read and write at %s", target)
@@ -553,10 +552,20 @@ func (p *planner) preflightFirstWrite(s Step, target string) (Step, bool) {
 		p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionFalse, pre.Reason, "%s", pre.Message)
 		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonPreflightFailed,
 			"the preflight before the first write failed")
-		return p.blocked(s, ReasonPreflightFailed, "preflight for storage version %s failed (%s): %s; nothing was rewritten",
-			target, pre.Reason, pre.Message), true
+		return p.preflightFailed(s, target, pre, "nothing was rewritten"), true
 	}
 	return s, false
+}
+
+// preflightFailed blocks the graduation on a failed preflight. A lossy
+// conversion has its own reason: it is a person's to fix, or to accept.
+func (p *planner) preflightFailed(s Step, target string, pre *PreflightResult, unchanged string) Step {
+	if pre.Reason == ReasonConversionLossy {
+		return p.blocked(s, ReasonConversionLossy, "the conversion does not round-trip: %s; fix the conversion webhook or "+
+			"the schema of %s, or list the paths in spec.migration.acceptLoss; %s", pre.Message, target, unchanged)
+	}
+	return p.blocked(s, ReasonPreflightFailed, "preflight for storage version %s failed (%s): %s; %s",
+		target, pre.Reason, pre.Message, unchanged)
 }
 
 // inTreeEngine drives the in-tree migrator (engine StorageVersionMigration)

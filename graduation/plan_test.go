@@ -593,7 +593,18 @@ var _ = Describe("StallOf: the reason a person reads when a step keeps failing",
 			graduation.ReasonForbidden),
 		Entry("anything else names the step", string(graduation.ActionCleanupManagedFields), errors.New("boom"),
 			graduation.ReasonStepFailed),
+		Entry("etcd is full (NOSPACE)", string(graduation.ActionMigrate),
+			apierrors.NewInternalError(errors.New("etcdserver: mvcc: database space exceeded")), graduation.ReasonEtcdSpaceExceeded),
 	)
+	It("tells what to do when etcd is full, however long the error", func() {
+		err := fmt.Errorf("rewrite pizzas %s: %w", strings.Repeat("x", 5000),
+			apierrors.NewInternalError(errors.New("etcdserver: mvcc: database space exceeded")))
+		stall := graduation.StallOf("Migrate", err, 1)
+		Expect(stall.Reason).To(Equal(graduation.ReasonEtcdSpaceExceeded))
+		Expect(stall.Message).To(ContainSubstring("etcdctl defrag"))
+		Expect(stall.Message).To(ContainSubstring("etcdctl alarm disarm"))
+		Expect(stall.Message).To(HaveSuffix("retrying in 5s"))
+	})
 	It("trims a long error and backs off from 5s doubling to 5m", func() {
 		stall := graduation.StallOf("Migrate", errors.New(strings.Repeat("x", 5000)), 3)
 		Expect(len(stall.Message)).To(BeNumerically("<", 700))

@@ -44,6 +44,10 @@ const (
 	ReasonDiscoveryFailed = "DiscoveryFailed"
 	// ReasonConflict: the object kept being written by someone else.
 	ReasonConflict = "Conflict"
+	// ReasonEtcdSpaceExceeded: etcd reached its space quota (NOSPACE) and
+	// refuses every write of every client; the message says what an
+	// administrator must do. Retries then cost one write each.
+	ReasonEtcdSpaceExceeded = "EtcdSpaceExceeded"
 	// ReasonStepFailed: any other error; the message names the step.
 	ReasonStepFailed = "StepFailed"
 )
@@ -79,9 +83,16 @@ func StallOf(step string, err error, attempt int32) Stall {
 	wait := RetryBackoff(attempt)
 	reason := StallReason(step, err)
 	text := strings.Join(strings.Fields(err.Error()), " ")
+	advice := ""
+	if reason == ReasonEtcdSpaceExceeded {
+		// The advice is kept whole, whatever the error's length.
+		text = strings.Replace(text, "; "+errclass.NoSpaceAdvice, "", 1)
+		advice = "; " + errclass.NoSpaceAdvice
+	}
 	if len(text) > maxStallMessage {
 		text = text[:maxStallMessage] + "..."
 	}
+	text += advice
 	return Stall{
 		Reason:     reason,
 		RetryAfter: wait,
@@ -97,6 +108,9 @@ func StallReason(step string, err error) string {
 		// Before the conversion check: the in-tree migrator's message may
 		// name a conversion webhook, and what to look at first is its object.
 		return ReasonInTreeMigrationFailed
+	case errclass.IsNoSpace(err):
+		// Before the conversion check: a webhook's error may quote etcd's.
+		return ReasonEtcdSpaceExceeded
 	case errclass.IsConversionError(err):
 		return ReasonConversionFailed
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):

@@ -100,8 +100,11 @@ func (r *Rehearsal) TryGraduate(ctx context.Context, crdName, version string) (R
 			},
 		},
 	}
+	policy.Spec.Migration.AcceptLoss = r.opts.AcceptLoss
 	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
-	out, err := r.driver().Finish(ctx, store, policy, r.opts.Timeout)
+	d := r.driver()
+	d.EtcdQuota = tuning.EtcdQuota
+	out, err := d.Finish(ctx, store, policy, r.opts.Timeout)
 	report.Migration = driver.RunResult(policy.Status)
 	var graduateErr error
 	switch {

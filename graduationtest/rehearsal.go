@@ -61,7 +61,11 @@ type Options struct {
 	Ignore []string
 	// Migration tunes the engine Graduate runs; only its tuning fields are
 	// used (Concurrency, Priority, PageSize, QPS, WriteTo).
-	Migration migration.Options
+	// AcceptLoss lists field paths (such as /status/conditions) the
+	// conversion may lose; the round-trip proof that Graduate runs before
+	// the first write refuses any other loss.
+	AcceptLoss []string
+	Migration  migration.Options
 }
 
 // Rehearsal is a CRD upgrade rehearsed against one envtest control plane.

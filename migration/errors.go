@@ -19,6 +19,7 @@ package migration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,8 @@ func StopsRun(err error) bool {
 	switch {
 	case err == nil:
 		return false
+	case errclass.IsNoSpace(err):
+		return true
 	case errclass.IsConversionError(err), errclass.Retriable(err), apierrors.IsUnauthorized(err):
 		return true
 	case apierrors.IsForbidden(err):
@@ -68,6 +71,18 @@ func retry(ctx context.Context, fn func() error) error {
 		}
 	}
 }
+
+// EtcdFullError is etcd's NOSPACE answer to a write of the run, which stops
+// it at once: etcd refuses every write of every client until an
+// administrator frees space and disarms its alarm, so retrying only hammers
+// a cluster that cannot write.
+type EtcdFullError struct{ Err error }
+
+func (e *EtcdFullError) Error() string {
+	return fmt.Sprintf("etcd is out of space (NOSPACE): %v; %s", e.Err, errclass.NoSpaceAdvice)
+}
+
+func (e *EtcdFullError) Unwrap() error { return e.Err }
 
 func errorText(err error) string {
 	if err == nil {

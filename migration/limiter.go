@@ -567,6 +567,15 @@ func (l *limiter) decide(now time.Time, w Window) {
 	l.state = next
 }
 
+// restartWindow drops the window being measured, after the run paused (a
+// wait for etcd's compaction): writes in flight before it measure nothing.
+func (l *limiter) restartWindow() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.changed = l.now()
+	l.win = Window{}
+}
+
 // openWindow starts measuring a window at now.
 func (l *limiter) openWindow(now time.Time) {
 	l.win = Window{Start: now}

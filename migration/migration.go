@@ -37,6 +37,12 @@ limitations under the License.
 // the run, possibly by an API server of an HA control plane that learned the
 // new storage version late. Its writes are the churn of the run, not N.
 //
+// The bytes the run adds to etcd between two of the API server's
+// compactions are budgeted (SpaceBudgetFor): when the budget is spent the
+// run waits for the next compaction, so that etcd never reaches its space
+// quota because of it. An answer that etcd is full (NOSPACE) stops the run
+// at once.
+//
 // Writers run under an adaptive limit (see NextLimit) and flow across page
 // boundaries; the continue token a caller saves advances only past pages
 // whose every object is done, so a resumed run loses nothing and repeats
@@ -50,6 +56,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/flowcontrol"
@@ -86,6 +93,8 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 	}
 	r.progress.Failures = append([]Failure(nil), opts.Resume.Failures...)
 	r.progress.Remaining = -1
+	r.metrics = metricsReader(opts.Config)
+	r.newSpaceBudget(ctx)
 	if !r.progress.CatchUp {
 		complete, err := r.pass(ctx, mainPass)
 		if !complete || err != nil {
@@ -105,6 +114,12 @@ type runner struct {
 	opts    Options
 	writers *limiter
 	qps     flowcontrol.RateLimiter // nil: no cap
+	// space is the etcd space budget; metrics reads the API server's
+	// /metrics for it (nil without a rest.Config).
+	space   *spaceBudget
+	metrics func(context.Context) ([]byte, error)
+	// etcdFull is set at etcd's first NOSPACE answer: no write starts after.
+	etcdFull atomic.Bool
 
 	// mu guards progress, the done pages' counts, and written.
 	mu       sync.Mutex

@@ -25,8 +25,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -45,6 +47,12 @@ type objectClient interface {
 	// get returns nil, nil when the object does not exist.
 	get(ctx context.Context, namespace, name string) (*ObjectVersion, error)
 	patch(ctx context.Context, namespace, name string, data []byte, subresources []string) (ObjectVersion, error)
+	// size returns the size of the whole object as JSON, as etcd stores a
+	// custom resource.
+	size(ctx context.Context, namespace, name string) (int64, error)
+	// compacted reports whether etcd compacted past resourceVersion: a
+	// LIST at exactly that resourceVersion then answers 410 Gone.
+	compacted(ctx context.Context, resourceVersion string) (bool, error)
 }
 
 // newObjectClient picks the client: one of the engine's own, built from
@@ -62,9 +70,27 @@ func newObjectClient(dyn dynamic.Interface, opts Options, writers *limiter) (obj
 		if err != nil {
 			return nil, fmt.Errorf("create the metadata client: %w", err)
 		}
-		return metadataObjects{md.Resource(opts.Resource)}, nil
+		full, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("create the dynamic client: %w", err)
+		}
+		return metadataObjects{md.Resource(opts.Resource), full.Resource(opts.Resource)}, nil
 	}
 	return dynamicObjects{dyn, opts.Resource}, nil
+}
+
+// metricsReader reads the API server's /metrics with cfg, nil without one.
+func metricsReader(cfg *rest.Config) func(context.Context) ([]byte, error) {
+	if cfg == nil {
+		return nil
+	}
+	return func(ctx context.Context) ([]byte, error) {
+		c, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return c.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	}
 }
 
 // throttleObserver sees every response to the engine's writes. A 429 or
@@ -96,6 +122,9 @@ func (t throttleObserver) RoundTrip(req *http.Request) (*http.Response, error) {
 // bodies never travel, whatever their size.
 type metadataObjects struct {
 	resource metadata.Getter
+	// full reads a whole object now and then, to size the writes for the
+	// etcd space budget.
+	full dynamic.NamespaceableResourceInterface
 }
 
 func (m metadataObjects) list(ctx context.Context, opts metav1.ListOptions) (page, error) {
@@ -121,6 +150,15 @@ func (m metadataObjects) patch(ctx context.Context, namespace, name string, data
 		return ObjectVersion{}, err
 	}
 	return ObjectVersion{UID: string(obj.UID), ResourceVersion: obj.ResourceVersion}, nil
+}
+
+func (m metadataObjects) size(ctx context.Context, namespace, name string) (int64, error) {
+	return sizeOf(m.full.Namespace(namespace).Get(ctx, name, metav1.GetOptions{}))
+}
+
+func (m metadataObjects) compacted(ctx context.Context, resourceVersion string) (bool, error) {
+	_, err := m.resource.List(ctx, exactly(resourceVersion))
+	return compactedBy(err)
 }
 
 // dynamicObjects reads whole objects and keeps their metadata.
@@ -161,6 +199,41 @@ func (d dynamicObjects) patch(ctx context.Context, namespace, name string, data 
 		return ObjectVersion{}, err
 	}
 	return ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()}, nil
+}
+
+func (d dynamicObjects) size(ctx context.Context, namespace, name string) (int64, error) {
+	return sizeOf(d.client.Resource(d.resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{}))
+}
+
+func (d dynamicObjects) compacted(ctx context.Context, resourceVersion string) (bool, error) {
+	_, err := d.client.Resource(d.resource).List(ctx, exactly(resourceVersion))
+	return compactedBy(err)
+}
+
+// exactly is a LIST of one object at exactly resourceVersion: the API server
+// answers it from its watch cache or etcd while the revision is kept, and
+// with 410 Gone once etcd compacted past it (the watch cache drops its
+// snapshots within 15 s of a compaction).
+func exactly(resourceVersion string) metav1.ListOptions {
+	return metav1.ListOptions{Limit: 1, ResourceVersion: resourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}
+}
+
+func compactedBy(err error) (bool, error) {
+	switch {
+	case err == nil:
+		return false, nil
+	case apierrors.IsResourceExpired(err), apierrors.IsGone(err):
+		return true, nil
+	}
+	return false, err
+}
+
+func sizeOf(obj *unstructured.Unstructured, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	data, err := obj.MarshalJSON()
+	return int64(len(data)), err
 }
 
 func newPage(meta metav1.ListMeta, n int) page {

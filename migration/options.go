@@ -17,7 +17,10 @@ limitations under the License.
 package migration
 
 import (
+	"fmt"
+
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -89,9 +92,19 @@ type Options struct {
 	Resume Progress
 	// MaxFailures bounds Progress.Failures.
 	MaxFailures int
+	// EtcdQuota is etcd's space quota in bytes (its --quota-backend-bytes;
+	// 2 GiB unless set), when known: the etcd space budget then lets the
+	// database grow to 3/4 of it (SpaceBudgetFor). 0 when unknown.
+	EtcdQuota int64
+	// SpaceBudget, when above 0, is the bytes the run may add to etcd
+	// between two compactions, instead of SpaceBudgetFor's. Below 0 turns
+	// the budget off (measurements only: a big population of big objects
+	// can then fill etcd).
+	SpaceBudget int64
 	// OnProgress is called, never concurrently, each time the oldest pages
 	// in flight are done, so persisting Progress.Continue and
-	// Progress.Checkpoint is safe; and once more at the end.
+	// Progress.Checkpoint is safe; when a wait for etcd's compaction starts
+	// and ends; and once more at the end.
 	OnProgress func(Progress)
 	// OnObject, when set, is called as each object of the main pass is
 	// rewritten, skipped or failed, before its page is done and possibly
@@ -145,6 +158,20 @@ type Progress struct {
 	// this progress (after a restart) knows them, so its catch-up sweep
 	// does not write those objects again.
 	Written string
+	// SpaceBudget is the bytes the run may add to etcd between two
+	// compactions (-1: off), and SpaceBudgetReason how it was set: from
+	// which database size and quota, or why without them (no access to
+	// the API server's /metrics, say).
+	SpaceBudget       int64
+	SpaceBudgetReason string
+	// DatabaseSize is etcd's database size when the run started, from the
+	// API server's apiserver_storage_size_bytes; 0 when unknown.
+	DatabaseSize int64
+	// CompactionWait, when not empty, says that the run waits for etcd's
+	// next compaction, since when and why; empty while it writes.
+	CompactionWait string
+	// CompactionWaits counts the compactions the run waited for.
+	CompactionWaits int
 }
 
 // Failure is an object the run could not rewrite.
@@ -165,6 +192,22 @@ type Result struct {
 	// end of their listings: every object was handled, and each one is
 	// either done or counted in Failed.
 	Complete bool
+}
+
+// ParseEtcdQuota reads an etcd quota given as a quantity, such as 8Gi or
+// 2147483648, for Options.EtcdQuota; empty is 0 (unknown).
+func ParseEtcdQuota(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("etcd quota %q: %w", s, err)
+	}
+	if q.Value() < 0 {
+		return 0, fmt.Errorf("etcd quota %q is negative", s)
+	}
+	return q.Value(), nil
 }
 
 func withDefaults(o Options) Options {

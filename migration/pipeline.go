@@ -130,6 +130,7 @@ func (ps *passState) dispatch(p page) bool {
 		return false
 	}
 	progress := ps.takeCheckpoint(p)
+	ps.sampleSize(p)
 	pr := &pageRun{page: p, pending: len(p.items) + 1} // +1: held until dispatched
 	ps.pagesMu.Lock()
 	ps.inFlight = append(ps.inFlight, pr)
@@ -139,6 +140,18 @@ func (ps *passState) dispatch(p page) bool {
 	}
 	ps.finish(pr, dispatched, nil, objectRef{})
 	return true
+}
+
+// sampleSize reads the first object of a main pass page whole, to charge
+// the page's writes to the etcd space budget at the right size (one GET per
+// page).
+func (ps *passState) sampleSize(p page) {
+	if ps.space.off() || ps.kind != mainPass || len(p.items) == 0 {
+		return
+	}
+	if size, err := ps.objects.size(ps.ctx, p.items[0].Namespace, p.items[0].Name); err == nil {
+		ps.space.sampled(size)
+	}
 }
 
 // takeCheckpoint takes the first page's resourceVersion as the pass's
@@ -168,15 +181,28 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		ps.finish(pr, passedOver, nil, obj) // not written during the run
 		return
 	}
-	if err := ps.writers.Acquire(ps.ctx); err != nil {
+	chunk, err := ps.reserveSpace(ps.ctx)
+	if err != nil {
+		ps.finish(pr, notCounted, nil, obj)
+		return
+	}
+	if err := ps.writers.Acquire(ps.ctx); err != nil || ps.etcdFull.Load() {
+		if err == nil {
+			ps.writers.Release(Signal{})
+		}
+		ps.space.done(chunk, "")
 		ps.finish(pr, notCounted, nil, obj)
 		return
 	}
 	ps.running.Add(1)
 	go func() {
 		defer ps.running.Done()
-		outcome, err := ps.handle(ps.ctx, obj, checkpoint)
+		outcome, rv, err := ps.handle(ps.ctx, obj, checkpoint)
+		ps.space.done(chunk, rv)
 		if err != nil && StopsRun(err) && ps.ctx.Err() == nil {
+			if errclass.IsNoSpace(err) {
+				err = &EtcdFullError{Err: err}
+			}
 			ps.abort(fmt.Errorf("rewrite %s %s: %w", ps.opts.Resource.Resource, klog.KRef(obj.Namespace, obj.Name), err))
 		}
 		if ps.ctx.Err() != nil {
@@ -258,9 +284,12 @@ func (r *runner) commit(kind passKind, done []*pageRun) {
 // list sends pages until the listing ends, restarting it from the beginning
 // when the continue token expired: objects rewritten meanwhile are newer than
 // the checkpoint and cost nothing the second time.
-func (r *runner) list(ctx context.Context, continueToken string, pages chan<- page) {
-	defer close(pages)
-	restarts := 0
+func (r *runner) list(ctx context.Context, continueToken string, out chan<- page) {
+	defer close(out)
+	// restarts counts the restarts in a row that did not get further than
+	// the listing before them (pages: the pages this listing sent; reached:
+	// how far the expired one got).
+	restarts, pages, reached := 0, 0, 0
 	for {
 		var p page
 		err := retry(ctx, func() error {
@@ -269,17 +298,24 @@ func (r *runner) list(ctx context.Context, continueToken string, pages chan<- pa
 			return err
 		})
 		if apierrors.IsResourceExpired(err) && continueToken != "" && restarts < maxListRestarts {
+			// A compaction passed the listing's snapshot (a run paced by
+			// the etcd space budget outlives several): list from the start;
+			// what is done is newer than the checkpoint and costs no write.
 			restarts++
 			continueToken = ""
+			reached, pages = max(reached, pages), 0
 			continue
 		}
 		if err != nil {
 			p = page{err: fmt.Errorf("list %s: %w", r.opts.Resource, err)}
 		}
 		select {
-		case pages <- p:
+		case out <- p:
 		case <-ctx.Done():
 			return
+		}
+		if pages++; pages > reached {
+			restarts = 0
 		}
 		if err != nil || p.continueToken == "" {
 			return
@@ -291,29 +327,38 @@ func (r *runner) list(ctx context.Context, continueToken string, pages chan<- pa
 // handle rewrites one object. It is called holding a writer slot; every
 // write goes out under a slot of its own and gives it back with what it
 // told about the API server's load, so retries of throttled writes wait
-// for the limit and the Retry-After like any other write. The returned
-// error explains a Failed outcome or stops the run (StopsRun).
-func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, error) {
+// for the limit and the Retry-After like any other write. It returns the
+// resourceVersion of the write stored, if any. The returned error explains a
+// Failed outcome or stops the run (StopsRun).
+func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
+	outcome, written, err := r.rewrite(ctx, obj, checkpoint)
+	if outcome == Rewritten {
+		r.recordWrite(written)
+	}
+	return outcome, written, err
+}
+
+// rewrite is handle's loop: write, and read back what a refused write means.
+func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
 	if r.qps != nil {
 		if err := r.qps.Wait(ctx); err != nil {
 			r.writers.Release(Signal{})
-			return notCounted, err
+			return notCounted, "", err
 		}
 	}
 	target := obj.ObjectVersion
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
 			if err := r.writers.Acquire(ctx); err != nil {
-				return notCounted, err
+				return notCounted, "", err
 			}
 		}
 		written, err := r.write(ctx, obj, target)
 		if err == nil {
-			r.recordWrite(written.ResourceVersion)
-			return Rewritten, nil
+			return Rewritten, written.ResourceVersion, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return Failed, err
+			return Failed, "", err
 		}
 		var current *ObjectVersion
 		if getErr := retry(ctx, func() error {
@@ -321,7 +366,7 @@ func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (
 			current, err = r.objects.get(ctx, obj.Namespace, obj.Name)
 			return err
 		}); getErr != nil {
-			return Failed, fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
+			return Failed, "", fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
 		}
 		switch Judge(target, current, checkpoint) {
 		case Retry:
@@ -329,11 +374,11 @@ func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (
 				target = *current
 				continue
 			}
-			return Failed, fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
+			return Failed, "", fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
 		case Failed:
-			return Failed, fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
+			return Failed, "", fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
 		}
-		return Skipped, nil
+		return Skipped, "", nil
 	}
 }
 
@@ -351,6 +396,10 @@ func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion)
 		}
 		if seconds, ok := apierrors.SuggestsClientDelay(err); ok {
 			signal.RetryAfter = time.Duration(seconds) * time.Second
+		}
+		if errclass.IsNoSpace(err) {
+			// Before the slot is free: no other write starts after it.
+			r.etcdFull.Store(true)
 		}
 		r.writers.Release(signal)
 		if err == nil || !errclass.Retriable(err) || backoff.Steps <= 1 || ctx.Err() != nil {

@@ -17,6 +17,7 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -336,6 +337,16 @@ type MigrationSettings struct {
 	// +kubebuilder:default=Graduator
 	Engine Engine `json:"engine,omitempty"`
 
+	// EtcdQuota is etcd's space quota (its --quota-backend-bytes; etcd's
+	// default is 2Gi), when known, such as 8Gi. The migration keeps the
+	// bytes it adds to etcd between two compactions under a budget, so
+	// that it never fills etcd: with the quota known the database may grow
+	// to 3/4 of it; unknown, by a quarter of its size at the start (at
+	// least 16Mi). The operator's --etcd-quota (the chart's etcdQuota)
+	// applies when unset. Does not apply to engine StorageVersionMigration.
+	// +optional
+	EtcdQuota *resource.Quantity `json:"etcdQuota,omitempty"`
+
 	// SettleDelay is how long to wait after the storage version switched
 	// before the migration starts, so that every API server of the control
 	// plane writes the new version. A Go duration; defaults to 10s.
@@ -379,6 +390,15 @@ const (
 	// RoundTripProofEvery proves every object.
 	RoundTripProofEvery RoundTripProofScope = "Every"
 )
+
+// EtcdQuotaBytes is EtcdQuota in bytes, or fallback (the operator's
+// --etcd-quota; 0: unknown) when unset.
+func (m MigrationSettings) EtcdQuotaBytes(fallback int64) int64 {
+	if m.EtcdQuota == nil || m.EtcdQuota.Value() <= 0 {
+		return fallback
+	}
+	return m.EtcdQuota.Value()
+}
 
 // CRDVersionPolicyStatus is what Graduator observed and did.
 type CRDVersionPolicyStatus struct {
@@ -506,6 +526,19 @@ type MigrationStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	WritersReason string `json:"writersReason,omitempty"`
+
+	// SpaceBudget is the migration's etcd space budget and how it was set:
+	// the bytes its writes not yet freed by a compaction may take, from
+	// etcd's database size and quota, or why without them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	SpaceBudget string `json:"spaceBudget,omitempty"`
+	// CompactionWait, when set, says that the migration waits for etcd's
+	// next compaction, since when and why: its writes not yet compacted
+	// reached its etcd space budget.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	CompactionWait string `json:"compactionWait,omitempty"`
 
 	// Listed is the number of objects listed so far.
 	// +optional

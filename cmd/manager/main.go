@@ -32,6 +32,7 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/controllers"
 	"github.com/graduator/graduator/internal/serving"
+	"github.com/graduator/graduator/migration"
 )
 
 // The manager itself needs events to report what it does; each controller
@@ -41,6 +42,11 @@ import (
 // not markers: controller-gen would make them cluster-wide.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// The migration engine reads the API server's apiserver_storage_size_bytes
+// (etcd's database size) from its /metrics, to budget what a migration adds
+// to etcd between two compactions.
+// +kubebuilder:rbac:urls=/metrics,verbs=get
 
 // The secure metrics endpoint asks the API server who a scraper is and whether
 // it may get /metrics.
@@ -55,6 +61,7 @@ func main() {
 		leaderNS    string
 		workers     int
 		pprofAddr   string
+		etcdQuota   string
 	)
 	metricsOpts.BindFlags(flag.CommandLine)
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081",
@@ -67,6 +74,9 @@ func main() {
 		"How many CRDs graduate (migrate) at the same time.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "",
 		"The address Go's pprof endpoints (/debug/pprof) bind to, for profiling; empty or \"0\" disables them.")
+	flag.StringVar(&etcdQuota, "etcd-quota", "",
+		"etcd's space quota (its --quota-backend-bytes), such as 8Gi, for policies that set no spec.migration.etcdQuota: "+
+			"a migration then lets etcd's database grow to 3/4 of it. Empty: unknown (a quarter of the database's size per compaction).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -98,7 +108,12 @@ func main() {
 		os.Exit(1)
 	}
 
-	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: workers}); err != nil {
+	quota, err := migration.ParseEtcdQuota(etcdQuota)
+	if err != nil {
+		log.Error(err, "invalid --etcd-quota")
+		os.Exit(1)
+	}
+	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: workers, EtcdQuota: quota}); err != nil {
 		log.Error(err, "unable to set up the controllers")
 		os.Exit(1)
 	}

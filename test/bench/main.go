@@ -100,6 +100,9 @@ type options struct {
 	curveN        int
 }
 
+// etcdQuota is the benchmark etcd's --quota-backend-bytes.
+const etcdQuota = 8 << 30
+
 func main() {
 	var o options
 	sections := flag.String("sections", strings.Join(allSections, ","), "Comma-separated sections to run: "+strings.Join(allSections, ", ")+".")
@@ -220,7 +223,7 @@ func run(ctx context.Context, o options) (err error) {
 			// The big populations and the 1,000 CRDs exceed etcd's default
 			// 2 GiB quota before the API server compacts.
 			env.ControlPlane.Etcd = &envtest.Etcd{}
-			env.ControlPlane.Etcd.Configure().Set("quota-backend-bytes", strconv.Itoa(8<<30))
+			env.ControlPlane.Etcd.Configure().Set("quota-backend-bytes", strconv.Itoa(etcdQuota))
 			return nil
 		},
 	})

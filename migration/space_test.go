@@ -1,0 +1,163 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package migration
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/graduator/graduator/errclass"
+)
+
+const mib = int64(1) << 20
+
+var _ = Describe("the etcd space budget", func() {
+	DescribeTable("SpaceBudgetFor: the bytes a run may add to etcd between two compactions",
+		func(dbSize, quota, want int64) {
+			got, reason := SpaceBudgetFor(dbSize, quota)
+			Expect(got).To(Equal(want))
+			Expect(reason).NotTo(BeEmpty())
+		},
+		Entry("quota unknown: a quarter of the database", 2048*mib, int64(0), 512*mib),
+		Entry("quota unknown, a small database: at least 16 MiB", 20*mib, int64(0), MinSpaceBudget),
+		Entry("the quota known: up to 3/4 of it", 110*mib, 192*mib, 34*mib),
+		Entry("the quota known, the database past 3/4 already: 1/64 of the quota", 170*mib, 192*mib, 3*mib),
+		Entry("a big quota and a small database: not slowed", 100*mib, 8192*mib, 6044*mib),
+		Entry("no database size (no /metrics), the quota known: 1/16 of it", int64(0), 2048*mib, 128*mib),
+		Entry("nothing known: the fixed 16 MiB", int64(0), int64(0), MinSpaceBudget),
+	)
+
+	It("charges a 16 KB object about what etcd measured (1.2x) and a small one its overhead", func() {
+		Expect(WriteCost(16 << 10)).To(BeNumerically("~", 1.2*16*1024, 0.1*16*1024))
+		Expect(WriteCost(300)).To(BeNumerically("<", 1024))
+	})
+
+	It("finds the storage size in the API server's /metrics, the largest of several etcd clusters", func() {
+		metrics := []byte(`# HELP apiserver_storage_size_bytes [STABLE] Size of the storage database file physically allocated in bytes.
+# TYPE apiserver_storage_size_bytes gauge
+apiserver_storage_size_bytes{storage_cluster_id="etcd-0"} 1.2345e+08
+apiserver_storage_size_bytes{storage_cluster_id="etcd-1"} 4096
+apiserver_storage_size_bytes_other 1e+12
+`)
+		size, ok := parseStorageSize(metrics)
+		Expect(ok).To(BeTrue())
+		Expect(size).To(Equal(int64(123450000)))
+		_, ok = parseStorageSize([]byte("apiserver_request_total 5\n"))
+		Expect(ok).To(BeFalse())
+	})
+
+	It("lets writes go while the bytes not compacted yet fit the budget (a write always goes when none are)", func() {
+		s := &spaceBudget{budget: 2 * WriteCost(defaultObjectBytes)}
+		for range 2 {
+			_, ok := s.tryReserve()
+			Expect(ok).To(BeTrue())
+		}
+		_, ok := s.tryReserve()
+		Expect(ok).To(BeFalse())
+		s = &spaceBudget{budget: 1} // smaller than one write
+		_, ok = s.tryReserve()
+		Expect(ok).To(BeTrue())
+		_, ok = s.tryReserve()
+		Expect(ok).To(BeFalse())
+	})
+
+	It("charges what the sampled objects weigh", func() {
+		s := &spaceBudget{budget: 10 * WriteCost(300)}
+		s.sampled(300)
+		for range 10 {
+			_, ok := s.tryReserve()
+			Expect(ok).To(BeTrue())
+		}
+		_, ok := s.tryReserve()
+		Expect(ok).To(BeFalse())
+	})
+
+	It("frees the oldest writes once etcd compacted past the last of them, and says why it waits meanwhile", func(ctx SpecContext) {
+		defer func(poll, settle time.Duration) { compactionPoll, compactionSettle = poll, settle }(compactionPoll, compactionSettle)
+		compactionPoll, compactionSettle = 10*time.Millisecond, time.Millisecond
+		var compactedTo atomic.Int64
+		var asked sync.Map
+		var reports []Progress
+		r := &runner{writers: newLimiter(8, false, PriorityBackground)}
+		r.opts.OnProgress = func(p Progress) { reports = append(reports, p) }
+		r.space = &spaceBudget{budget: 8 * WriteCost(defaultObjectBytes), compacted: func(_ context.Context, rv string) (bool, error) {
+			asked.Store(rv, true)
+			v, _ := strconv.ParseInt(rv, 10, 64)
+			return compactedTo.Load() >= v, nil
+		}}
+		// Eight writes fill the budget, in chunks of two.
+		for rv := range 8 {
+			chunk, err := r.reserveSpace(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			r.space.done(chunk, strconv.Itoa(100+rv))
+		}
+		Expect(r.space.chunks).To(HaveLen(4))
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			compactedTo.Store(100) // not past the first chunk's last write
+			time.Sleep(50 * time.Millisecond)
+			compactedTo.Store(103) // past the first two chunks
+		}()
+		_, err := r.reserveSpace(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		_, askedFirst := asked.Load("101")
+		Expect(askedFirst).To(BeTrue(), "it asks about the oldest chunk's last write")
+		Expect(r.space.outstanding).To(Equal(5*WriteCost(defaultObjectBytes)), "two chunks freed, one more write charged")
+		Expect(r.progress.CompactionWaits).To(Equal(1))
+		Expect(reports).To(HaveLen(2))
+		Expect(reports[0].CompactionWait).To(ContainSubstring("waiting for etcd's next compaction past resourceVersion 101"))
+		Expect(reports[1].CompactionWait).To(BeEmpty())
+	})
+
+	It("never waits when the budget is off", func(ctx SpecContext) {
+		r := &runner{writers: newLimiter(8, false, PriorityBackground), space: &spaceBudget{budget: -1}}
+		for range 1000 {
+			_, err := r.reserveSpace(ctx)
+			Expect(err).NotTo(HaveOccurred())
+		}
+	})
+})
+
+var _ = Describe("a full etcd (NOSPACE)", func() {
+	It("stops the run at its first answer, without retrying, with what to do", func(ctx SpecContext) {
+		c := newFakeClient("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
+		var patches atomic.Int32
+		c.PrependReactor("patch", "widgets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			patches.Add(1)
+			return true, nil, apierrors.NewInternalError(errors.New("etcdserver: mvcc: database space exceeded"))
+		})
+		res, err := Run(ctx, c, Options{Resource: fakeWidgets, Concurrency: 1, FixedConcurrency: true})
+		Expect(err).To(HaveOccurred())
+		Expect(errclass.IsNoSpace(err)).To(BeTrue())
+		var full *EtcdFullError
+		Expect(errors.As(err, &full)).To(BeTrue())
+		Expect(err.Error()).To(ContainSubstring("etcdctl alarm disarm"))
+		Expect(patches.Load()).To(Equal(int32(1)), "one write, no retries")
+		Expect(res.Complete).To(BeFalse())
+		Expect(res.Rewritten+res.Skipped+res.Failed).To(BeZero(), "the page is not counted: a later run repeats it")
+	})
+})

@@ -1,0 +1,212 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package quota
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	"github.com/graduator/graduator/errclass"
+	"github.com/graduator/graduator/migration"
+)
+
+// migrate runs the engine as every door does (with a rest.Config) and
+// records the peak of etcd's database size and the compactions waited for.
+func migrate(ctx context.Context, p *population, gvr schema.GroupVersionResource, opts migration.Options) (migration.Result, int64, time.Duration, error) {
+	opts.Resource = gvr
+	if opts.Config == nil {
+		opts.Config = env.Config
+	}
+	var waits []string
+	opts.OnProgress = func(pr migration.Progress) {
+		if pr.CompactionWait != "" {
+			waits = append(waits, pr.CompactionWait)
+		}
+	}
+	monitor := watchPeak(ctx)
+	start := time.Now()
+	res, err := migration.Run(ctx, env.Dynamic, opts)
+	took := time.Since(start)
+	peak := monitor.finish()
+	size, _ := etcdState(ctx)
+	GinkgoWriter.Printf("%d objects of %d B: %d rewritten in %s (%.0f/s); budget %s; %d compactions waited for; database peak %s (%.0f%% of the %s quota), now %s\n",
+		p.n, p.size, res.Rewritten, took.Round(time.Millisecond), float64(res.Rewritten)/took.Seconds(), res.SpaceBudgetReason,
+		res.CompactionWaits, mib(peak), 100*float64(peak)/quota, mib(quota), mib(size))
+	for _, w := range waits {
+		GinkgoWriter.Println("  ", w)
+	}
+	return res, peak, took, err
+}
+
+var _ = Describe("a migration never fills etcd", Ordered, func() {
+	It("does not slow 300 B objects: the budget never waits for them", func(ctx SpecContext) {
+		p := newPopulation(ctx, "small", 300)
+		p.grow(ctx, 3000)
+		p.switchStorage(ctx, "v2")
+		res, _, took, err := migrate(ctx, p, p.v2, migration.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Complete).To(BeTrue())
+		Expect(res.Rewritten).To(BeEquivalentTo(p.n))
+		Expect(res.CompactionWaits).To(BeZero(), "3,000 objects of 300 B add about 3 MiB, under the 16 MiB minimum budget")
+		Expect(res.DatabaseSize).To(BeNumerically(">", 0), "the size is read from the API server's /metrics")
+
+		// The same run without the budget, for the rate: the budget costs a
+		// /metrics read at the start and one GET per page of 500.
+		p.switchStorage(ctx, "v1")
+		off, _, tookOff, err := migrate(ctx, p, p.v1, migration.Options{SpaceBudget: -1})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(off.Complete).To(BeTrue())
+		AddReportEntry("300 B objects", map[string]any{"with budget": took.String(), "without": tookOff.String()})
+	})
+
+	var big *population
+	It("migrates 16 KB objects filling 55% of the quota completely at the defaults: no alarm, the database under 90% of the quota", func(ctx SpecContext) {
+		big = newPopulation(ctx, "big", 16000)
+		big.growTo(ctx, quota*55/100, 250)
+		before, _ := etcdState(ctx)
+		GinkgoWriter.Printf("%d objects of 16 KB; etcd's database at %s (%.0f%% of the quota)\n", big.n, mib(before), 100*float64(before)/quota)
+		big.switchStorage(ctx, "v2")
+
+		res, peak, _, err := migrate(ctx, big, big.v2, migration.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Complete).To(BeTrue())
+		Expect(res.Failed).To(BeZero())
+		Expect(res.Rewritten).To(BeEquivalentTo(big.n))
+		_, alarms := etcdState(ctx)
+		Expect(alarms).To(BeEmpty(), "no NOSPACE alarm")
+		Expect(peak).To(BeNumerically("<=", quota*90/100), "the database peaked at %s of the %s quota", mib(peak), mib(quota))
+		// Sharper, and true on a slow machine too (where a run without a
+		// budget can stay under 90% by being slower than the compactions):
+		// the database grows by about one budget, that of the rule.
+		budget := max(before/4, 16<<20) // the rule with the quota unknown, stated here again
+		Expect(peak-before).To(BeNumerically("<=", budget*3/2), "the database grew by %s; the rule's budget is %s", mib(peak-before), mib(budget))
+		Expect(res.CompactionWaits).To(BeNumerically(">", 0), "the budget paced the run")
+		Expect(big.storedAs(ctx)).To(Equal(map[string]int{big.group + "/v2": big.n}), "every object is stored as v2")
+	}, SpecTimeout(10*time.Minute))
+
+	It("stops at once at etcd's NOSPACE, with what to do, and loses nothing", func(ctx SpecContext) {
+		// A population the budget cannot save: it fills etcd to 93% of its
+		// quota, and the budget, which does not know the quota, lets the
+		// run add a quarter of the database.
+		filler := newPopulation(ctx, "filler", 16000)
+		filler.growTo(ctx, quota*93/100, 50)
+		DeferCleanup(func(ctx SpecContext) { restore(ctx) })
+		filler.switchStorage(ctx, "v2")
+
+		var full *migration.EtcdFullError
+		patches := &patchRecorder{}
+		res, _, _, err := migrate(ctx, filler, filler.v2, migration.Options{Config: patches.config()})
+		Expect(err).To(HaveOccurred())
+		first, after, total := patches.afterNoSpace()
+		GinkgoWriter.Printf("%d PATCHes; the first NOSPACE answer at %s; %d PATCHes sent after it\n", total, first.Format(time.RFC3339Nano), after)
+		Expect(first.IsZero()).To(BeFalse(), "etcd answered NOSPACE")
+		Expect(after).To(BeZero(), "no write is sent after etcd's first NOSPACE answer")
+		Expect(errors.As(err, &full)).To(BeTrue(), "%v", err)
+		Expect(errclass.IsNoSpace(err)).To(BeTrue())
+		Expect(err.Error()).To(ContainSubstring("etcdctl defrag"))
+		Expect(err.Error()).To(ContainSubstring("etcdctl alarm disarm"))
+		Expect(res.Complete).To(BeFalse())
+		_, alarms := etcdState(ctx)
+		Expect(alarms).To(ContainElement("NOSPACE"))
+
+		By("every object is still readable with its content")
+		filler.intact(ctx)
+		if big != nil {
+			big.intact(ctx)
+		}
+	}, SpecTimeout(5*time.Minute))
+})
+
+// restore does what the error says: compact, defragment, disarm.
+func restore(ctx context.Context) {
+	c := env.Etcd.Client()
+	resp, err := c.Get(ctx, "compact-probe")
+	Expect(err).NotTo(HaveOccurred())
+	_, err = c.Compact(ctx, resp.Header.Revision)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		GinkgoWriter.Println("compact:", err)
+	}
+	_, err = c.Defragment(ctx, c.Endpoints()[0])
+	Expect(err).NotTo(HaveOccurred())
+	_, err = c.AlarmDisarm(ctx, &clientv3.AlarmMember{})
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// patchRecorder records when each PATCH is sent and when etcd's first
+// NOSPACE answer came back.
+type patchRecorder struct {
+	mu      sync.Mutex
+	sent    []time.Time
+	noSpace time.Time
+}
+
+func (p *patchRecorder) config() *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodPatch {
+				return rt.RoundTrip(req)
+			}
+			p.mu.Lock()
+			p.sent = append(p.sent, time.Now())
+			p.mu.Unlock()
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode >= 500 {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body = io.NopCloser(bytes.NewReader(body))
+				if bytes.Contains(body, []byte("database space exceeded")) {
+					p.mu.Lock()
+					if p.noSpace.IsZero() {
+						p.noSpace = time.Now()
+					}
+					p.mu.Unlock()
+				}
+			}
+			return resp, err
+		})
+	})
+	return cfg
+}
+
+// afterNoSpace returns the time of the first NOSPACE answer, the PATCHes
+// sent after it and all PATCHes.
+func (p *patchRecorder) afterNoSpace() (time.Time, int, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	after := 0
+	for _, t := range p.sent {
+		if !p.noSpace.IsZero() && t.After(p.noSpace) {
+			after++
+		}
+	}
+	return p.noSpace, after, len(p.sent)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
