@@ -67,13 +67,17 @@ func (r *CRDVersionPolicyReconciler) samplePreflight(ctx context.Context, crd *a
 // patch the CRD's objects at version (and their /status for writeTo:
 // Status). A denial is an access.Denied, which names the RBAC rule to add and
 // stalls the policy with reason Forbidden before anything is switched or
-// written.
+// written. Engine StorageVersionMigration also needs a server that serves it
+// (1.37+): an older one stalls it with reason InTreeMigrationUnavailable.
 func (r *CRDVersionPolicyReconciler) mayMigrate(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition, version string) error {
 	if err := steps.MayMigrate(ctx, r.Reviews, crd, version, policy.Spec.Migration.WriteTo); err != nil {
 		return err
 	}
 	if policy.Spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration {
+		if err := storagemigration.Served(r.Discovery); err != nil {
+			return err
+		}
 		if err := access.CheckInTree(ctx, r.Reviews); err != nil {
 			return fmt.Errorf("check access: %w", err)
 		}
