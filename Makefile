@@ -5,9 +5,18 @@ SHELL := /usr/bin/env bash -o pipefail
 
 GO ?= go
 BIN := $(CURDIR)/bin
-# envtest binaries: KUBEBUILDER_ASSETS set by the user wins; else bin/k8s,
-# filled by `make envtest-assets`.
-ENVTEST_ASSETS_DIR := $(BIN)/k8s
+# The Kubernetes release the envtest suites run on: `make test` runs 1.37.2;
+# `make test-compat K8S=1.30.14` runs the suites that depend on the API
+# server on another one. K8S_MATRIX is what `make test-compat-all` runs and
+# the README's table lists (the oldest first: .ci/run runs it too).
+K8S ?= 1.37.2
+K8S_MATRIX ?= 1.30.14 1.34.12 1.37.2
+K8S_MINOR := $(word 2,$(subst ., ,$(K8S)))
+# envtest binaries: KUBEBUILDER_ASSETS set by the user wins; else
+# bin/k8s/<release>, filled by `make envtest-assets`. kube-controller-manager
+# is built only where the in-tree StorageVersionMigration (1.37+) runs.
+ENVTEST_ASSETS_DIR := $(BIN)/k8s/$(K8S)
+ENVTEST_CONTROLLER_MANAGER ?= $(shell [ "$(K8S_MINOR)" -ge 37 ] 2>/dev/null && echo true || echo false)
 KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS_DIR)
 export KUBEBUILDER_ASSETS
 # envtest waits 20 s for each control plane process by default; a loaded
@@ -71,11 +80,11 @@ lint: ## gofmt, go vet, and golangci-lint when it installs.
 ##@ Test
 
 .PHONY: envtest-assets
-envtest-assets: ## Put kube-apiserver, etcd and kube-controller-manager (Kubernetes 1.37) into bin/k8s (downloads, or builds them from Go modules).
+envtest-assets: ## Put kube-apiserver, etcd and (1.37+) kube-controller-manager of Kubernetes $(K8S) into bin/k8s/$(K8S) (downloads, or builds them from Go modules; cached by release).
 	@if [ "$(KUBEBUILDER_ASSETS)" != "$(ENVTEST_ASSETS_DIR)" ]; then \
 		echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) is set; using it"; \
 	else \
-		ENVTEST_CONTROLLER_MANAGER=true hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR); \
+		ENVTEST_K8S_VERSION=$(K8S) ENVTEST_CONTROLLER_MANAGER=$(ENVTEST_CONTROLLER_MANAGER) hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR); \
 	fi
 
 .PHONY: test
