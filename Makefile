@@ -101,6 +101,38 @@ test-examples: envtest-assets ## The examples/ module: vet, and its upgrade rehe
 test-faults: envtest-assets ## The fault suite at full size (SIGKILLs, webhook and API server outages, admission denial, pause); records docs/reliability.md.
 	FAULTS_SIZE=full $(GO) test ./test/faults/ -count=1 -timeout 60m -v -ginkgo.v
 
+# The suites whose behaviour depends on the API server: the policy API and
+# the chart's RBAC, APF objects and secure metrics installed (integration), the
+# conversion webhook, the engine and the CLI with `check cluster` (migration),
+# the operator's managed, GitOps and fleet graduations (graduation), the
+# fault suite at its reduced size, crdmigrate (embed), the rehearsal kit
+# (graduationtest), and the in-tree StorageVersionMigration (intree: 1.37+;
+# before that, only its refusal runs and the rest skips with the release it
+# needs). test/chart renders the chart the others install.
+COMPAT_PACKAGES := ./test/integration ./test/chart ./test/conversion ./test/migration ./test/graduation \
+	./test/faults ./test/embed ./test/intree ./graduationtest
+
+# The whole -v log goes to a file; what a reader needs (each package's
+# outcome, each skip with its reason, the spec counts) is printed.
+COMPAT_LOG = $(BIN)/test-compat-$(K8S).log
+COMPAT_SUMMARY = grep -E '^(ok|FAIL|--- SKIP|--- FAIL)|SKIPPED|needs Kubernetes|^Ran [0-9]+ of' $(COMPAT_LOG) || true
+
+.PHONY: test-compat
+test-compat: helm ## The suites that depend on the API server, and the examples' rehearsal, on Kubernetes K8S (make test-compat K8S=1.30.14); its binaries go to bin/k8s/K8S. Skipped specs say which release they need.
+	@echo "--- Kubernetes $(K8S): envtest binaries"
+	ENVTEST_K8S_VERSION=$(K8S) ENVTEST_CONTROLLER_MANAGER=$(ENVTEST_CONTROLLER_MANAGER) hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR)
+	@echo "--- Kubernetes $(K8S): $(COMPAT_PACKAGES) examples/"
+	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) HELM=$(HELM) $(GO) test $(COMPAT_PACKAGES) -count=1 -timeout 30m -v \
+		> $(COMPAT_LOG) 2>&1 || { tail -n 300 $(COMPAT_LOG); $(COMPAT_SUMMARY); exit 1; }
+	@$(COMPAT_SUMMARY)
+	cd examples && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) $(GO) test ./... -count=1 -timeout 10m
+
+.PHONY: test-compat-all
+test-compat-all: ## make test-compat on every release of K8S_MATRIX ($(K8S_MATRIX)), one after the other.
+	@for release in $(K8S_MATRIX); do \
+		$(MAKE) --no-print-directory test-compat K8S=$$release || exit 1; \
+	done
+
 FUZZ_TARGETS := FuzzHubRoundTrip FuzzV1alpha1RoundTrip FuzzV1beta1RoundTrip
 
 .PHONY: fuzz
