@@ -109,20 +109,24 @@ test-faults: envtest-assets ## The fault suite at full size (SIGKILLs, webhook a
 # (graduationtest), and the in-tree StorageVersionMigration (intree: 1.37+;
 # before that, only its refusal runs and the rest skips with the release it
 # needs). test/chart renders the chart the others install.
-COMPAT_PACKAGES := ./test/integration ./test/chart ./test/conversion ./test/migration ./test/graduation \
-	./test/faults ./test/embed ./test/intree ./graduationtest
+# Ginkgo suites, run with -ginkgo.v so that each skipped spec prints its
+# reason, and plain go tests.
+COMPAT_SUITES := ./test/integration ./test/conversion ./test/migration ./test/graduation ./test/faults \
+	./test/embed ./test/intree
+COMPAT_TESTS := ./test/chart ./graduationtest
 
 # The whole -v log goes to a file; what a reader needs (each package's
 # outcome, each skip with its reason, the spec counts) is printed.
 COMPAT_LOG = $(BIN)/test-compat-$(K8S).log
-COMPAT_SUMMARY = grep -E '^(ok|FAIL|--- SKIP|--- FAIL)|SKIPPED|needs Kubernetes|^Ran [0-9]+ of' $(COMPAT_LOG) || true
+COMPAT_SUMMARY = grep -E '^(ok|FAIL|--- SKIP|--- FAIL)|\[SKIPPED\]|needs (Kubernetes|a server)|Ran [0-9]+ of' $(COMPAT_LOG) || true
 
 .PHONY: test-compat
 test-compat: helm ## The suites that depend on the API server, and the examples' rehearsal, on Kubernetes K8S (make test-compat K8S=1.30.14); its binaries go to bin/k8s/K8S. Skipped specs say which release they need.
 	@echo "--- Kubernetes $(K8S): envtest binaries"
 	ENVTEST_K8S_VERSION=$(K8S) ENVTEST_CONTROLLER_MANAGER=$(ENVTEST_CONTROLLER_MANAGER) hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR)
-	@echo "--- Kubernetes $(K8S): $(COMPAT_PACKAGES) examples/"
-	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) HELM=$(HELM) $(GO) test $(COMPAT_PACKAGES) -count=1 -timeout 30m -v \
+	@echo "--- Kubernetes $(K8S): $(COMPAT_SUITES) $(COMPAT_TESTS) examples/ (log: $(COMPAT_LOG))"
+	{ KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) HELM=$(HELM) $(GO) test $(COMPAT_SUITES) -count=1 -timeout 30m -v -args -ginkgo.v -ginkgo.no-color && \
+		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) HELM=$(HELM) $(GO) test $(COMPAT_TESTS) -count=1 -timeout 10m -v; } \
 		> $(COMPAT_LOG) 2>&1 || { tail -n 300 $(COMPAT_LOG); $(COMPAT_SUMMARY); exit 1; }
 	@$(COMPAT_SUMMARY)
 	cd examples && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) $(GO) test ./... -count=1 -timeout 10m
