@@ -5,9 +5,18 @@ SHELL := /usr/bin/env bash -o pipefail
 
 GO ?= go
 BIN := $(CURDIR)/bin
-# envtest binaries: KUBEBUILDER_ASSETS set by the user wins; else bin/k8s,
-# filled by `make envtest-assets`.
-ENVTEST_ASSETS_DIR := $(BIN)/k8s
+# The Kubernetes release the envtest suites run on: `make test` runs 1.37.2;
+# `make test-compat K8S=1.30.14` runs the suites that depend on the API
+# server on another one. K8S_MATRIX is what `make test-compat-all` runs and
+# the README's table lists (the oldest first: .ci/run runs it too).
+K8S ?= 1.37.2
+K8S_MATRIX ?= 1.30.14 1.34.12 1.37.2
+K8S_MINOR := $(word 2,$(subst ., ,$(K8S)))
+# envtest binaries: KUBEBUILDER_ASSETS set by the user wins; else
+# bin/k8s/<release>, filled by `make envtest-assets`. kube-controller-manager
+# is built only where the in-tree StorageVersionMigration (1.37+) runs.
+ENVTEST_ASSETS_DIR := $(BIN)/k8s/$(K8S)
+ENVTEST_CONTROLLER_MANAGER ?= $(shell [ "$(K8S_MINOR)" -ge 37 ] 2>/dev/null && echo true || echo false)
 KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS_DIR)
 export KUBEBUILDER_ASSETS
 # envtest waits 20 s for each control plane process by default; a loaded
@@ -71,11 +80,11 @@ lint: ## gofmt, go vet, and golangci-lint when it installs.
 ##@ Test
 
 .PHONY: envtest-assets
-envtest-assets: ## Put kube-apiserver, etcd and kube-controller-manager (Kubernetes 1.37) into bin/k8s (downloads, or builds them from Go modules).
+envtest-assets: ## Put kube-apiserver, etcd and (1.37+) kube-controller-manager of Kubernetes $(K8S) into bin/k8s/$(K8S) (downloads, or builds them from Go modules; cached by release).
 	@if [ "$(KUBEBUILDER_ASSETS)" != "$(ENVTEST_ASSETS_DIR)" ]; then \
 		echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) is set; using it"; \
 	else \
-		ENVTEST_CONTROLLER_MANAGER=true hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR); \
+		ENVTEST_K8S_VERSION=$(K8S) ENVTEST_CONTROLLER_MANAGER=$(ENVTEST_CONTROLLER_MANAGER) hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR); \
 	fi
 
 .PHONY: test
@@ -95,6 +104,42 @@ test-faults: envtest-assets ## The fault suite at full size (SIGKILLs, webhook a
 .PHONY: test-quota
 test-quota: envtest-assets ## The etcd space suite (about 11 minutes): a 192 MiB etcd compacting every 30 s; 16 KB objects at 55% of the quota migrate at the defaults under 90% of it, 300 B objects never wait, NOSPACE stops a run and loses nothing.
 	QUOTA_SUITE=1 $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
+
+# The suites whose behaviour depends on the API server: the policy API and
+# the chart's RBAC, APF objects and secure metrics installed (integration), the
+# conversion webhook, the engine and the CLI with `check cluster` (migration),
+# the operator's managed, GitOps and fleet graduations (graduation), the
+# fault suite at its reduced size, crdmigrate (embed), the rehearsal kit
+# (graduationtest), and the in-tree StorageVersionMigration (intree: 1.37+;
+# before that, only its refusal runs and the rest skips with the release it
+# needs). test/chart renders the chart the others install.
+# Ginkgo suites, run with -ginkgo.v so that each skipped spec prints its
+# reason, and plain go tests.
+COMPAT_SUITES := ./test/integration ./test/conversion ./test/migration ./test/graduation ./test/faults \
+	./test/embed ./test/intree
+COMPAT_TESTS := ./test/chart ./graduationtest
+
+# The whole -v log goes to a file; what a reader needs (each package's
+# outcome, each skip with its reason, the spec counts) is printed.
+COMPAT_LOG = $(BIN)/test-compat-$(K8S).log
+COMPAT_SUMMARY = grep -E '^(ok|FAIL|--- SKIP|--- FAIL)|\[SKIPPED\]|needs (Kubernetes|a server)|Ran [0-9]+ of' $(COMPAT_LOG) || true
+
+.PHONY: test-compat
+test-compat: helm ## The suites that depend on the API server, and the examples' rehearsal, on Kubernetes K8S (make test-compat K8S=1.30.14); its binaries go to bin/k8s/K8S. Skipped specs say which release they need.
+	@echo "--- Kubernetes $(K8S): envtest binaries"
+	ENVTEST_K8S_VERSION=$(K8S) ENVTEST_CONTROLLER_MANAGER=$(ENVTEST_CONTROLLER_MANAGER) hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR)
+	@echo "--- Kubernetes $(K8S): $(COMPAT_SUITES) $(COMPAT_TESTS) examples/ (log: $(COMPAT_LOG))"
+	{ KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) HELM=$(HELM) $(GO) test $(COMPAT_SUITES) -count=1 -timeout 30m -v -args -ginkgo.v -ginkgo.no-color && \
+		KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) HELM=$(HELM) $(GO) test $(COMPAT_TESTS) -count=1 -timeout 10m -v; } \
+		> $(COMPAT_LOG) 2>&1 || { tail -n 300 $(COMPAT_LOG); $(COMPAT_SUMMARY); exit 1; }
+	@$(COMPAT_SUMMARY)
+	cd examples && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) $(GO) test ./... -count=1 -timeout 10m
+
+.PHONY: test-compat-all
+test-compat-all: ## make test-compat on every release of K8S_MATRIX ($(K8S_MATRIX)), one after the other.
+	@for release in $(K8S_MATRIX); do \
+		$(MAKE) --no-print-directory test-compat K8S=$$release || exit 1; \
+	done
 
 FUZZ_TARGETS := FuzzHubRoundTrip FuzzV1alpha1RoundTrip FuzzV1beta1RoundTrip
 

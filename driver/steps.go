@@ -40,6 +40,7 @@ import (
 	"github.com/graduator/graduator/graduation"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/roundtrip"
+	"github.com/graduator/graduator/storagemigration"
 )
 
 // step is how the driver carries out one action of graduation.Plan.
@@ -217,6 +218,11 @@ func (d *Driver) mayMigrate(ctx context.Context, policy *graduatorv1alpha1.CRDVe
 		return fmt.Errorf("check access: %w", err)
 	}
 	if policy.Spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration {
+		// A server before 1.37 has no storagemigration.k8s.io/v1: refused
+		// with the release it needs, before anything is written.
+		if err := storagemigration.Served(d.Discovery); err != nil {
+			return err
+		}
 		if err := access.CheckInTree(ctx, d.Reviews); err != nil {
 			return fmt.Errorf("check access: %w", err)
 		}

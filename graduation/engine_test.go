@@ -17,6 +17,7 @@ limitations under the License.
 package graduation_test
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -211,6 +212,22 @@ var _ = Describe("StallReason of a Failed in-tree migration", func() {
 	It("is InTreeMigrationFailed, even when its message names a conversion webhook", func() {
 		err := &storagemigration.FailedError{Name: "graduator-pizzas", Reason: "R", Message: "conversion webhook for x failed"}
 		Expect(graduation.StallReason("Migrate", err)).To(Equal(graduation.ReasonInTreeMigrationFailed))
+	})
+})
+
+var _ = Describe("StallOf engine StorageVersionMigration on a server before 1.37", func() {
+	It("is InTreeMigrationUnavailable and names the release it needs", func() {
+		stall := graduation.StallOf("Preflight", fmt.Errorf("check access: %w",
+			&storagemigration.UnservedError{ServerVersion: "v1.30.14"}), 1)
+		Expect(stall.Reason).To(Equal(graduation.ReasonInTreeMigrationUnavailable))
+		Expect(stall.Message).To(ContainSubstring("Kubernetes v1.30.14) does not serve storagemigration.k8s.io/v1"))
+		Expect(stall.Message).To(ContainSubstring("needs Kubernetes 1.37 or newer"))
+	})
+	It("says so too for a client's no match of the StorageVersionMigration kind (a GitOps CRD already switched)", func() {
+		noKind := &meta.NoKindMatchError{GroupKind: svmv1.SchemeGroupVersion.WithKind("StorageVersionMigration").GroupKind()}
+		stall := graduation.StallOf("GetStorageVersionMigration", fmt.Errorf("get StorageVersionMigration x: %w", noKind), 1)
+		Expect(stall.Reason).To(Equal(graduation.ReasonInTreeMigrationUnavailable))
+		Expect(stall.Message).To(ContainSubstring("needs Kubernetes 1.37 or newer"))
 	})
 })
 

@@ -50,6 +50,11 @@ const (
 	ReasonEtcdSpaceExceeded = "EtcdSpaceExceeded"
 	// ReasonStepFailed: any other error; the message names the step.
 	ReasonStepFailed = "StepFailed"
+	// ReasonInTreeMigrationUnavailable: engine StorageVersionMigration on an
+	// API server that does not serve storagemigration.k8s.io/v1 (before
+	// Kubernetes 1.37); the message names the release it needs. Nothing was
+	// switched or written.
+	ReasonInTreeMigrationUnavailable = "InTreeMigrationUnavailable"
 )
 
 // StepDiscovery names the discovery read that precedes a migration, for
@@ -82,6 +87,11 @@ type Stall struct {
 func StallOf(step string, err error, attempt int32) Stall {
 	wait := RetryBackoff(attempt)
 	reason := StallReason(step, err)
+	if unserved := storagemigration.Unserved(err); unserved != nil {
+		// A client's "no matches for kind" does not say which release
+		// would serve the kind; the UnservedError does.
+		err = unserved
+	}
 	text := strings.Join(strings.Fields(err.Error()), " ")
 	advice := ""
 	if reason == ReasonEtcdSpaceExceeded {
@@ -104,6 +114,8 @@ func StallOf(step string, err error, attempt int32) Stall {
 func StallReason(step string, err error) string {
 	var inTree *storagemigration.FailedError
 	switch {
+	case storagemigration.Unserved(err) != nil:
+		return ReasonInTreeMigrationUnavailable
 	case errors.As(err, &inTree):
 		// Before the conversion check: the in-tree migrator's message may
 		// name a conversion webhook, and what to look at first is its object.

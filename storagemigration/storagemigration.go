@@ -29,14 +29,84 @@ limitations under the License.
 package storagemigration
 
 import (
+	"errors"
 	"fmt"
 
 	svmv1 "k8s.io/api/storagemigration/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 )
+
+// MinRelease is the first Kubernetes release that serves
+// storagemigration.k8s.io/v1, the API engine StorageVersionMigration uses:
+// 1.30 to 1.34 serve v1alpha1 at most, 1.35 and 1.36 v1beta1, both off
+// unless the cluster enables them.
+const MinRelease = "1.37"
+
+// UnservedError says that the API server does not serve
+// storagemigration.k8s.io/v1 StorageVersionMigrations, so engine
+// StorageVersionMigration cannot run on it. Nothing was created or written.
+type UnservedError struct {
+	// ServerVersion is the release the API server reports (v1.30.14); empty
+	// when it was not asked or did not answer.
+	ServerVersion string
+}
+
+func (e *UnservedError) Error() string {
+	server := "the API server"
+	if e.ServerVersion != "" {
+		server += " (Kubernetes " + e.ServerVersion + ")"
+	}
+	return fmt.Sprintf("%s does not serve %s StorageVersionMigrations: engine StorageVersionMigration needs Kubernetes %s "+
+		"or newer; use engine Graduator on this cluster", server, svmv1.SchemeGroupVersion, MinRelease)
+}
+
+// Served asks discovery whether the API server serves StorageVersionMigrations
+// at storagemigration.k8s.io/v1: nil when it does, an *UnservedError naming
+// the server's release and the one engine StorageVersionMigration needs when
+// it does not, and a failed discovery as it is.
+func Served(disco discovery.DiscoveryInterface) error {
+	resources, err := disco.ServerResourcesForGroupVersion(svmv1.SchemeGroupVersion.String())
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("discover %s: %w", svmv1.SchemeGroupVersion, err)
+	default:
+		for _, r := range resources.APIResources {
+			if r.Name == "storageversionmigrations" {
+				return nil
+			}
+		}
+	}
+	unserved := &UnservedError{}
+	if v, err := disco.ServerVersion(); err == nil {
+		unserved.ServerVersion = v.GitVersion
+	}
+	return unserved
+}
+
+// Unserved returns the *UnservedError err is, or the one it stands for when
+// err is a client's "no matches for kind" for storagemigration.k8s.io (a
+// StorageVersionMigration read on a server that does not serve them); nil
+// for any other error.
+func Unserved(err error) *UnservedError {
+	if unserved, ok := errors.AsType[*UnservedError](err); ok {
+		return unserved
+	}
+	var noKind *meta.NoKindMatchError
+	if errors.As(err, &noKind) && noKind.GroupKind.Group == svmv1.GroupName {
+		return &UnservedError{}
+	}
+	var noResource *meta.NoResourceMatchError
+	if errors.As(err, &noResource) && noResource.PartialResource.Group == svmv1.GroupName {
+		return &UnservedError{}
+	}
+	return nil
+}
 
 // ResourceOf returns the group resource an in-tree migration of the CRD names.
 func ResourceOf(crd *apiextensionsv1.CustomResourceDefinition) metav1.GroupResource {

@@ -17,12 +17,19 @@ limitations under the License.
 package storagemigration_test
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/graduator/graduator/storagemigration"
 )
@@ -94,5 +101,59 @@ func TestCRDMigrating(t *testing.T) {
 				t.Errorf("CRDMigrating = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// discoveryOf is a discovery client of an API server of the given release
+// that serves the given group versions' resources.
+func discoveryOf(release string, resources ...*metav1.APIResourceList) *fakediscovery.FakeDiscovery {
+	fake := &clienttesting.Fake{Resources: resources}
+	return &fakediscovery.FakeDiscovery{Fake: fake, FakedServerVersion: &version.Info{GitVersion: release}}
+}
+
+func TestServed(t *testing.T) {
+	v1 := &metav1.APIResourceList{GroupVersion: "storagemigration.k8s.io/v1",
+		APIResources: []metav1.APIResource{{Name: "storageversionmigrations"}, {Name: "storageversionmigrations/status"}}}
+	alpha := &metav1.APIResourceList{GroupVersion: "storagemigration.k8s.io/v1alpha1",
+		APIResources: []metav1.APIResource{{Name: "storageversionmigrations"}}}
+	if err := storagemigration.Served(discoveryOf("v1.37.2", v1)); err != nil {
+		t.Errorf("1.37 serving v1: %v, want nil", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		disco *fakediscovery.FakeDiscovery
+	}{
+		{"1.30 without the group", discoveryOf("v1.30.14")},
+		{"1.30 with v1alpha1 enabled", discoveryOf("v1.30.14", alpha)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := storagemigration.Served(tc.disco)
+			unserved := storagemigration.Unserved(err)
+			if unserved == nil {
+				t.Fatalf("Served = %v, want an *UnservedError", err)
+			}
+			for _, part := range []string{"Kubernetes v1.30.14", "storagemigration.k8s.io/v1 ", "needs Kubernetes 1.37 or newer",
+				"use engine Graduator"} {
+				if !strings.Contains(err.Error(), part) {
+					t.Errorf("%q does not say %q", err, part)
+				}
+			}
+		})
+	}
+}
+
+func TestUnservedOfAClientsNoMatch(t *testing.T) {
+	noKind := &meta.NoKindMatchError{GroupKind: svmv1.SchemeGroupVersion.WithKind("StorageVersionMigration").GroupKind(),
+		SearchedVersions: []string{"v1"}}
+	if got := storagemigration.Unserved(fmt.Errorf("get StorageVersionMigration x: %w", noKind)); got == nil ||
+		!strings.Contains(got.Error(), "needs Kubernetes 1.37 or newer") {
+		t.Errorf("Unserved(no kind match) = %v, want the release it needs", got)
+	}
+	other := &meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "example.com", Kind: "Widget"}}
+	if got := storagemigration.Unserved(other); got != nil {
+		t.Errorf("Unserved(another group's no match) = %v, want nil", got)
+	}
+	if got := storagemigration.Unserved(errors.New("boom")); got != nil {
+		t.Errorf("Unserved(boom) = %v, want nil", got)
 	}
 }

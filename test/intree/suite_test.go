@@ -16,16 +16,21 @@ limitations under the License.
 
 // Package intree_test runs Kubernetes 1.37's in-tree storage version migrator
 // (kube-controller-manager's storage-version-migrator-controller) beside the
-// envtest control plane, to prove what Graduator's handling of it rests on.
+// envtest control plane, to prove what Graduator's handling of it rests on;
+// on an older API server (make test-compat), that engine
+// StorageVersionMigration is refused there with the release it needs.
 package intree_test
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +38,7 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduationtest"
+	"github.com/graduator/graduator/storagemigration"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
 	"github.com/graduator/graduator/test/pizzaenv"
@@ -64,12 +70,42 @@ var _ = BeforeSuite(func() {
 	})
 	k8sClient, dyn, etcd, cfg, scheme = env.Client, env.Dynamic, env.Etcd, env.Config, env.Scheme
 
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	if err := storagemigration.Served(disco); err != nil {
+		unserved = storagemigration.Unserved(err)
+		Expect(unserved).NotTo(BeNil(), "discovery failed: %v", err)
+		GinkgoWriter.Printf("%v: only the specs labelled %q run\n", unserved, olderServer)
+		return // the in-tree migrator has nothing to run here
+	}
+
 	kcm, err := envtestutil.StartControllerManager(env.Environment, GinkgoWriter, envtestutil.InTreeMigratorControllers...)
 	if errors.Is(err, envtestutil.ErrNoControllerManager) {
 		Skip(err.Error()) // KUBEBUILDER_ASSETS of the user's without it; `make test` builds it
 	}
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(kcm.Stop)
+})
+
+// olderServer labels the specs of a server that does not serve
+// storagemigration.k8s.io/v1 (before Kubernetes 1.37); every other spec needs
+// one that does.
+const olderServer = "older-server"
+
+// unserved says why the API server cannot run the in-tree migrator; nil
+// when it can.
+var unserved *storagemigration.UnservedError
+
+// Each spec runs only where it can, and says why it does not elsewhere.
+var _ = BeforeEach(func() {
+	forOlder := slices.Contains(CurrentSpecReport().Labels(), olderServer)
+	switch {
+	case unserved != nil && !forOlder:
+		Skip(fmt.Sprintf("needs Kubernetes %s or newer (storagemigration.k8s.io/v1): %v", storagemigration.MinRelease, unserved))
+	case unserved == nil && forOlder:
+		Skip(fmt.Sprintf("needs a server without storagemigration.k8s.io/v1, before Kubernetes %s: "+
+			"`make test-compat K8S=1.30.14` runs it", storagemigration.MinRelease))
+	}
 })
 
 // startOperator runs Graduator's manager as the suite's admin until the

@@ -3,7 +3,7 @@
 // staging modules at ./staging paths that do not exist outside its own
 // repository, so each one is replaced here with the published module of the
 // matching release.
-module github.com/graduator/graduator/hack/envtest/kube-apiserver
+module github.com/graduator/graduator/hack/envtest/kube-apiserver-1.37.2
 
 go 1.26.0
 
