@@ -84,7 +84,12 @@ var _ = Describe("Status never goes back in time", func() {
 			n     = 10000
 		)
 		crd := widgetCRD(group, "v1", "v2")
-		installCRD(ctx, crd)
+		Expect(k8sClient.Create(ctx, crd)).To(Succeed())
+		DeferCleanup(func(ctx context.Context) {
+			// Ten thousand objects take a while to go with their CRD.
+			Expect(envtestutil.DeleteCRD(ctx, k8sClient, crd.Name, 10*time.Minute)).To(Succeed())
+		}, NodeTimeout(11*time.Minute))
+		Expect(envtestutil.WaitServed(ctx, k8sClient, dyn, crd.Name)).To(Succeed())
 		v1 := envtestutil.WidgetResource(group, "v1")
 		Expect(envtestutil.CreateObjects(ctx, dyn, v1, n, 16, func(i int) *unstructured.Unstructured {
 			return envtestutil.Widget(v1, "default", fmt.Sprintf("w-%05d", i), map[string]any{"size": int64(i)})
