@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package graduation_test
 
 import (
@@ -132,7 +131,8 @@ type silent struct{}
 
 func (silent) Event(*graduatorv1alpha1.CRDVersionPolicy, *apiextensionsv1.CustomResourceDefinition, string, string, string, string) {
 }
-func (silent) Planned(*graduatorv1alpha1.CRDVersionPolicy, graduation.Step, graduatorv1alpha1.Phase) {}
+func (silent) Planned(*graduatorv1alpha1.CRDVersionPolicy, graduation.Step, graduatorv1alpha1.Phase) {
+}
 
 // staleReader answers reads of one policy with an old copy of it, as a
 // lagging cache would.
