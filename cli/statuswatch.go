@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/graduator/graduator/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
 
@@ -54,6 +55,9 @@ func (o *StatusOptions) watchAndRedraw(ctx context.Context) error {
 	defer cancel()
 	for gvr, changed := range map[schema.GroupVersionResource]chan struct{}{
 		crdResource: crdChanged, graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies"): policyChanged,
+		// An in-tree migration's progress shows in the table too (a server
+		// before 1.37 has none: not watched).
+		access.StorageVersionMigrations: policyChanged,
 	} {
 		wg.Add(1)
 		go func() {
