@@ -187,25 +187,25 @@ func (o *ProveOptions) Run(ctx context.Context) error {
 }
 
 func writeProofText(w io.Writer, r roundtrip.Result) error {
-	fmt.Fprintf(w, "%s (%s) through %s, by %s\n", r.CRD, r.Kind, r.Target, r.Source)
+	_, _ = fmt.Fprintf(w, "%s (%s) through %s, by %s\n", r.CRD, r.Kind, r.Target, r.Source)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tLISTED\tSAMPLED\tPATHS\tLOST\tACCEPTED")
+	_, _ = fmt.Fprintln(tw, "VERSION\tLISTED\tSAMPLED\tPATHS\tLOST\tACCEPTED")
 	for _, v := range r.Versions {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", v.Version, v.Listed, v.Sampled, v.Paths, len(v.Losses), len(v.Accepted))
+		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", v.Version, v.Listed, v.Sampled, v.Paths, len(v.Losses), len(v.Accepted))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, v := range r.Versions {
 		for _, l := range v.Losses {
-			fmt.Fprintf(w, "LOST      %s at %s: %s\n", l.Path, v.Version, lossDetail(l, v))
+			_, _ = fmt.Fprintf(w, "LOST      %s at %s: %s\n", l.Path, v.Version, lossDetail(l, v))
 		}
 		for _, l := range v.Accepted {
-			fmt.Fprintf(w, "ACCEPTED  %s at %s: %s\n", l.Path, v.Version, lossDetail(l, v))
+			_, _ = fmt.Fprintf(w, "ACCEPTED  %s at %s: %s\n", l.Path, v.Version, lossDetail(l, v))
 		}
 	}
 	for _, v := range r.Unserved {
-		fmt.Fprintf(w, "NOT PROVEN  %s: objects are stored in it but it is not served\n", v)
+		_, _ = fmt.Fprintf(w, "NOT PROVEN  %s: objects are stored in it but it is not served\n", v)
 	}
 	_, err := fmt.Fprintln(w, r.Message())
 	return err
@@ -222,19 +222,19 @@ func writeProofMarkdown(w io.Writer, r roundtrip.Result) error {
 		icon = "❌"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "### %s Round trip of `%s` through %s (%s)\n\n%s\n\n", icon, r.CRD, r.Target, r.Source, r.Message())
+	_, _ = fmt.Fprintf(&b, "### %s Round trip of `%s` through %s (%s)\n\n%s\n\n", icon, r.CRD, r.Target, r.Source, r.Message())
 	if len(r.Versions) > 0 {
 		b.WriteString("| version | listed | sampled | paths | lost | accepted |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, v := range r.Versions {
-			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d |\n", v.Version, v.Listed, v.Sampled, v.Paths, len(v.Losses), len(v.Accepted))
+			_, _ = fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d |\n", v.Version, v.Listed, v.Sampled, v.Paths, len(v.Losses), len(v.Accepted))
 		}
 	}
 	for _, v := range r.Versions {
 		for _, l := range v.Losses {
-			fmt.Fprintf(&b, "\n- ❌ `%s` at %s: %s", l.Path, v.Version, lossDetail(l, v))
+			_, _ = fmt.Fprintf(&b, "\n- ❌ `%s` at %s: %s", l.Path, v.Version, lossDetail(l, v))
 		}
 		for _, l := range v.Accepted {
-			fmt.Fprintf(&b, "\n- ⚠️ accepted `%s` at %s: %s", l.Path, v.Version, lossDetail(l, v))
+			_, _ = fmt.Fprintf(&b, "\n- ⚠️ accepted `%s` at %s: %s", l.Path, v.Version, lossDetail(l, v))
 		}
 	}
 	b.WriteString("\n")

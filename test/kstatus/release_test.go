@@ -39,6 +39,7 @@ import (
 // apply server-side applies a release's object as a GitOps tool does, the
 // release's field manager owning every field it sets.
 func apply(ctx context.Context, obj client.Object) error {
+	//nolint:staticcheck // the objects are typed manifests; Client.Apply wants apply configurations.
 	return k8sClient.Patch(ctx, obj, client.Apply, client.FieldOwner("release"), client.ForceOwnership)
 }
 

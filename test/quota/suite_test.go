@@ -105,9 +105,7 @@ func watchPeak(ctx context.Context) *peakMonitor {
 			if err == nil {
 				m.mu.Lock()
 				m.peak = max(m.peak, status.DbSize)
-				for _, a := range status.Errors {
-					m.alarms = append(m.alarms, a)
-				}
+				m.alarms = append(m.alarms, status.Errors...)
 				m.mu.Unlock()
 			}
 			select {
