@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/graduator/graduator/errclass"
 	"github.com/graduator/graduator/migration"
 )
 
@@ -90,6 +91,12 @@ func (d dryRun) one(ctx context.Context, a *unstructured.Unstructured) (*pair, e
 		if err == nil {
 			return &pair{a: a, b: b}, nil
 		}
+		if refusedByAdmission(err) {
+			// Validation or an admission policy refuses the write: the
+			// migration cannot rewrite this object either (it names it as
+			// failed), so its content cannot be lost by a rewrite.
+			return nil, nil
+		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) || attempt == conflictRetries {
 			return nil, fmt.Errorf("dry-run the no-op write of %s: %w", objectName(a), err)
 		}
@@ -144,4 +151,10 @@ func objectName(obj *unstructured.Unstructured) string {
 		return obj.GetName()
 	}
 	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// refusedByAdmission reports a write refused for the object's own sake
+// (validation, an admission webhook or policy), not for its conversion.
+func refusedByAdmission(err error) bool {
+	return (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && !errclass.IsConversionError(err)
 }
