@@ -157,10 +157,10 @@ demo: envtest-assets ## A whole graduation on an embedded control plane, narrate
 N ?= 5000
 # How many interleaved rounds the small and big sections run.
 ROUNDS ?= 1
-SECTIONS ?= small,big,curve,polite,intree,operator,rss,crds,snapshot
+SECTIONS ?= small,big,curve,polite,intree,operator,rss,crds,snapshot,proof
 PLOTS ?= docs/bench
 .PHONY: bench
-bench: envtest-assets ## The benchmark (docs/benchmarks.md): engine vs GET+PUT vs 64-writer ceiling on small and 16 KB objects, politeness, the operator's flip-to-prune time, peak RSS, manager RSS vs CRD count, the CLI's RSS on a 20,000-object snapshot. SECTIONS=small,big,curve,polite,intree,operator,rss,crds,snapshot selects parts; plots (PNG) go to PLOTS=docs/bench.
+bench: envtest-assets ## The benchmark (docs/benchmarks.md): engine vs GET+PUT vs 64-writer ceiling on small and 16 KB objects, politeness, the operator's flip-to-prune time, peak RSS, manager RSS vs CRD count, the CLI's RSS on a 20,000-object snapshot, the round-trip proof's cost. SECTIONS=small,big,curve,polite,intree,operator,rss,crds,snapshot,proof selects parts; plots (PNG) go to PLOTS=docs/bench.
 	$(GO) build -o $(BIN)/bench ./test/bench
 	GO=$(GO) $(BIN)/bench -n $(N) -rounds $(ROUNDS) -sections $(SECTIONS) -plots $(PLOTS)
 

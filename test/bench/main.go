@@ -45,6 +45,9 @@ limitations under the License.
 //     a ~250 KB schema each.
 //   - snapshot: the CLI's (cmd/graduator) peak RSS while `graduator verify`
 //     writes a snapshot of 20,000 small objects and compares with it.
+//   - proof: the round-trip proof (sampled before and after the storage
+//     switch, and of every object) against the migration it precedes, on N
+//     small objects each round.
 //
 // With -plots DIR it draws (PNG): the knee, and the limit and the rates over
 // time of the engine at its defaults, idle and beside the foreground.
@@ -78,7 +81,7 @@ import (
 	"github.com/graduator/graduator/test/envtestutil"
 )
 
-var allSections = []string{"small", "big", "curve", "polite", "intree", "operator", "rss", "crds", "snapshot"}
+var allSections = []string{"small", "big", "curve", "polite", "intree", "operator", "rss", "crds", "snapshot", "proof"}
 
 type options struct {
 	n             int
@@ -262,6 +265,7 @@ func run(ctx context.Context, o options) (err error) {
 		{"rss", b.rss},
 		{"crds", func(ctx context.Context) error { return b.crds(ctx, manager) }},
 		{"snapshot", func(ctx context.Context) error { return b.snapshot(ctx, cli) }},
+		{"proof", b.proof},
 	}
 	for _, s := range steps {
 		if !b.has(s.name) {
