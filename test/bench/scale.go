@@ -1,0 +1,428 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/test/envtestutil"
+)
+
+// scaleCreators are the concurrent etcd transactions that create a
+// population.
+const scaleCreators = 8
+
+// scaleRow is one N of the scale section: rates in objects/s, peaks in KiB.
+type scaleRow struct {
+	n                                 int
+	create, ceiling, cli              float64
+	cliHWM, operatorHWM, verifyHWM    int64
+	cliTook, operatorTook, statusTook time.Duration
+	apiserverHWM                      int64
+}
+
+// scale measures, for each N of -scale-ns, on one population of N small
+// widgets: the 64-writer ceiling, `graduator migrate --prune` (the CLI, a
+// child process), the operator (cmd/manager, a child process, a GitOps
+// policy) from the storage flip to storedVersions pruned, `graduator status`
+// and `graduator verify`, all at the same N in the same round, so the
+// server's own slowdown with N is not charged to Graduator.
+//
+// Each contender needs every object stored at a version other than the
+// storage version. Creating N objects for each would cost three creations
+// (an hour at 1,000,000), so the population is created once and the storage
+// version alternates: the ceiling rewrites v1 -> v2, the CLI v2 -> v1, the
+// operator v1 -> v2. The widget CRD's two versions share one schema with no
+// conversion, so each pass rewrites the same bytes but for apiVersion, and
+// each begins with no object at the storage version (the API server skips a
+// write whose bytes are unchanged, so a pass over objects already at the
+// storage version would measure nothing).
+func (b *bench) scale(ctx context.Context, cli, manager string) error {
+	fmt.Printf("\n== scale: N small objects created once; ceiling, CLI, operator, status and verify at the same N (watch cache %s) ==\n",
+		map[bool]string{true: "on", false: "off"}[b.opts.watchCache])
+	var rows []scaleRow
+	for _, n := range b.opts.scaleNs {
+		row, err := b.scaleRound(ctx, cli, manager, n)
+		if err != nil {
+			return fmt.Errorf("N=%d: %w", n, err)
+		}
+		rows = append(rows, row)
+	}
+	fmt.Printf("\n%9s %8s %8s %8s %6s %8s %9s %22s %8s %8s %10s\n", "N", "create/s", "ceil/s", "CLI/s", "ratio",
+		"CLI MiB", "oper MiB", "flip->pruned (target)", "status", "ver MiB", "apisrv MiB")
+	for _, r := range rows {
+		target := time.Duration(1.1*float64(r.cliTook)) + operatorSlack
+		fmt.Printf("%9d %8.0f %8.0f %8.0f %6.2f %8.1f %9.1f %22s %8s %8.1f %10.0f\n", r.n, r.create, r.ceiling, r.cli, r.cli/r.ceiling,
+			mib(r.cliHWM), mib(r.operatorHWM),
+			fmt.Sprintf("%s (%s)", r.operatorTook.Round(100*time.Millisecond), target.Round(100*time.Millisecond)),
+			r.statusTook.Round(10*time.Millisecond), mib(r.verifyHWM), mib(r.apiserverHWM))
+	}
+	if len(rows) > 1 {
+		first, last := rows[0], rows[len(rows)-1]
+		fmt.Printf("peak RSS growth N=%d -> N=%d: CLI %+.1f MiB, operator %+.1f MiB, verify %+.1f MiB (target: CLI within 16 MiB)\n",
+			first.n, last.n, mib(last.cliHWM-first.cliHWM), mib(last.operatorHWM-first.operatorHWM), mib(last.verifyHWM-first.verifyHWM))
+	}
+	return nil
+}
+
+// scaleRound measures one N; see scale.
+func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int) (row scaleRow, err error) {
+	row.n = n
+	fmt.Printf("\n-- N=%d --\n", n)
+	b.groups++
+	group := fmt.Sprintf("p%d.bench.graduator.io", b.groups)
+	v1, err := b.widgetCRD(ctx, group)
+	if err != nil {
+		return row, err
+	}
+	defer func() {
+		if dropErr := b.drop(context.WithoutCancel(ctx), group); dropErr != nil && err == nil {
+			err = dropErr
+		}
+	}()
+	crdName := "widgets." + group
+
+	start := time.Now()
+	if err := b.createMany(ctx, v1, n); err != nil {
+		return row, err
+	}
+	row.create = rate(n, time.Since(start))
+	fmt.Printf("%-42s %8.0f objects/s  (%s)\n", "created at v1 (into etcd)", row.create, time.Since(start).Round(time.Millisecond))
+
+	if err := b.flip(ctx, crdName, "v2"); err != nil {
+		return row, err
+	}
+	start = time.Now()
+	if err := ceiling(ctx, b.dyn, envtestutil.WidgetResource(group, "v2"), 64); err != nil {
+		return row, fmt.Errorf("ceiling: %w", err)
+	}
+	row.ceiling = rate(n, time.Since(start))
+	fmt.Printf("%-42s %8.0f objects/s  (%s)\n", "ceiling (64 writers, merge patch), v1->v2", row.ceiling, time.Since(start).Round(time.Millisecond))
+
+	if err := b.flip(ctx, crdName, "v1"); err != nil {
+		return row, err
+	}
+	start = time.Now()
+	hwm, _, _, out, err := cliPeakRSS(ctx, cli, "migrate", crdName, "--prune", "--quiet", "--etcd-quota", strconv.Itoa(etcdQuota),
+		"--kubeconfig", b.kubeconfig)
+	if err != nil {
+		return row, fmt.Errorf("graduator migrate: %w: %s", err, out)
+	}
+	row.cliTook, row.cliHWM = time.Since(start), hwm
+	row.cli = rate(n, row.cliTook)
+	fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB)\n", "graduator migrate --prune, v2->v1", row.cli, row.cliTook.Round(time.Millisecond), mib(hwm))
+	fmt.Printf("  graduator said: %s", out)
+
+	if row.operatorTook, row.operatorHWM, err = b.scaleOperator(ctx, manager, crdName); err != nil {
+		return row, fmt.Errorf("operator: %w", err)
+	}
+	fmt.Printf("%-42s %8.0f objects/s  (flip to pruned %s, peak RSS %.1f MiB)\n", "operator (GitOps policy), v1->v2",
+		rate(n, row.operatorTook), row.operatorTook.Round(100*time.Millisecond), mib(row.operatorHWM))
+
+	// With the policy's status filled in, as an operator reads it.
+	// The table shows the slower of the two.
+	for _, status := range []struct{ label, crd string }{{"graduator status", ""}, {"graduator status CRD", crdName}} {
+		args := []string{"status", "--kubeconfig", b.kubeconfig}
+		if status.crd != "" {
+			args = append(args, status.crd)
+		}
+		start = time.Now()
+		if _, _, _, out, err := cliPeakRSS(ctx, cli, args...); err != nil {
+			return row, fmt.Errorf("%s: %w: %s", status.label, err, out)
+		}
+		took := time.Since(start)
+		row.statusTook = max(row.statusTook, took)
+		fmt.Printf("%-42s %s\n", status.label, took.Round(10*time.Millisecond))
+	}
+
+	if row.verifyHWM, err = b.scaleVerify(ctx, cli, crdName, n); err != nil {
+		return row, err
+	}
+	if pid, err := childPID("kube-apiserver"); err == nil {
+		if _, row.apiserverHWM, err = procStatus(pid); err != nil {
+			return row, err
+		}
+		fmt.Printf("%-42s %.0f MiB\n", "kube-apiserver peak RSS so far (VmHWM)", mib(row.apiserverHWM))
+	}
+	return row, nil
+}
+
+func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+// createMany creates n small widgets of gvr stored at v1: the first through
+// the API server, the others straight into etcd as copies of what the API
+// server stored for the first (the same bytes but for name, uid and
+// spec.size). Through the API server this machine creates about 300 a
+// second, with any number of clients; a million would take an hour.
+func (b *bench) createMany(ctx context.Context, gvr schema.GroupVersionResource, n int) error {
+	first := widget(gvr, 0)
+	if _, err := b.dyn.Resource(gvr).Namespace("default").Create(ctx, first, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create widget %s: %w", first.GetName(), err)
+	}
+	etcd := b.env.Etcd
+	prefix := fmt.Sprintf("%s/%s/%s/default/", etcd.Prefix, gvr.Group, gvr.Resource)
+	resp, err := etcd.Client().Get(ctx, prefix+first.GetName())
+	if err != nil || len(resp.Kvs) != 1 {
+		return fmt.Errorf("read widget %s from etcd: %v (%d keys)", first.GetName(), err, len(resp.Kvs))
+	}
+	var stored map[string]any
+	if err := json.Unmarshal(resp.Kvs[0].Value, &stored); err != nil {
+		return fmt.Errorf("decode widget %s from etcd: %w", first.GetName(), err)
+	}
+	batches := (n - 1 + etcdTxnOps - 1) / etcdTxnOps
+	return envtestutil.ForEach(batches, scaleCreators, func(batch int) error {
+		var ops []clientv3.Op
+		for i := 1 + batch*etcdTxnOps; i < min(n, 1+(batch+1)*etcdTxnOps); i++ {
+			obj := (&unstructured.Unstructured{Object: stored}).DeepCopy()
+			name := widget(gvr, i).GetName()
+			obj.SetName(name)
+			obj.SetUID(uuid.NewUUID())
+			if err := unstructured.SetNestedField(obj.Object, int64(i), "spec", "size"); err != nil {
+				return err
+			}
+			data, err := json.Marshal(obj.Object)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, clientv3.OpPut(prefix+name, string(data)))
+		}
+		if _, err := etcd.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
+			return fmt.Errorf("put widgets of batch %d into etcd: %w", batch, err)
+		}
+		return nil
+	})
+}
+
+// etcdTxnOps is the puts of one etcd transaction: etcd's default
+// --max-txn-ops.
+const etcdTxnOps = 128
+
+// widget is small widget number i of gvr.
+func widget(gvr schema.GroupVersionResource, i int) *unstructured.Unstructured {
+	return envtestutil.Widget(gvr, "default", fmt.Sprintf("w-%07d", i), map[string]any{
+		"color": "blue", "size": int64(i), "notes": smallNotes,
+	})
+}
+
+// flip sets the storage version of the CRD and lets the API server pick it
+// up.
+func (b *bench) flip(ctx context.Context, crdName, version string) error {
+	if err := envtestutil.SetStorageVersion(ctx, b.c, crdName, version); err != nil {
+		return err
+	}
+	return sleep(ctx, 2*time.Second)
+}
+
+// scaleOperator runs the manager (a child process) with a GitOps policy
+// selecting the CRD's group, flips the CRD's storage version to v2 as a
+// GitOps tool would, and returns the time from the flip to storedVersions
+// pruned to [v2] and the manager's peak RSS (VmHWM) over its whole life.
+func (b *bench) scaleOperator(ctx context.Context, manager, crdName string) (took time.Duration, hwm int64, err error) {
+	group := strings.TrimPrefix(crdName, "widgets.")
+	policy := &graduatorv1alpha1.CRDVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "scale-" + group},
+		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Selector: &graduatorv1alpha1.CRDSelector{Groups: []string{group}}},
+	}
+	if err := b.c.Create(ctx, policy); err != nil {
+		return 0, 0, fmt.Errorf("create the policy: %w", err)
+	}
+	defer func() { _ = b.c.Delete(context.WithoutCancel(ctx), policy) }()
+	m, err := startManager(ctx, manager, b.kubeconfig, "--etcd-quota", strconv.Itoa(etcdQuota))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer m.stop()
+	if err := m.waitSynced(ctx, 5*time.Minute); err != nil {
+		return 0, 0, err
+	}
+	if err := envtestutil.SetStorageVersion(ctx, b.c, crdName, "v2"); err != nil {
+		return 0, 0, err
+	}
+	flipped := time.Now()
+	for deadline := flipped.Add(3 * time.Hour); ; {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := b.c.Get(ctx, client.ObjectKey{Name: crdName}, &crd); err != nil {
+			return 0, 0, err
+		}
+		if slices.Equal(crd.Status.StoredVersions, []string{"v2"}) {
+			took = time.Since(flipped)
+			break
+		}
+		if m.exited() {
+			return 0, 0, fmt.Errorf("the manager exited; its log ends:\n%s", m.logTail())
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("storedVersions of %s not pruned in 3 hours: %w", crdName, errTimeout)
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return 0, 0, err
+		}
+	}
+	// VmHWM only grows: read at the end it is the peak of the whole run.
+	_, hwm, err = procStatus(m.cmd.Process.Pid)
+	return took, hwm, err
+}
+
+// scaleVerify runs `graduator verify --snapshot` then `--against` on the CRD
+// and returns the larger of their peak RSS.
+func (b *bench) scaleVerify(ctx context.Context, cli, crdName string, n int) (int64, error) {
+	dir, err := os.MkdirTemp("", "graduator-bench-scale-")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	file := filepath.Join(dir, "snapshot.json.gz")
+	var peak int64
+	for _, flag := range []string{"--snapshot", "--against"} {
+		start := time.Now()
+		hwm, _, _, out, err := cliPeakRSS(ctx, cli, "verify", crdName, flag, file, "--kubeconfig", b.kubeconfig)
+		if err != nil {
+			return 0, fmt.Errorf("graduator verify %s: %w: %s", flag, err, out)
+		}
+		peak = max(peak, hwm)
+		fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB)\n", "graduator verify "+flag, rate(n, time.Since(start)),
+			time.Since(start).Round(time.Millisecond), mib(hwm))
+	}
+	return peak, nil
+}
+
+// managerProcess is cmd/manager running as a child process.
+type managerProcess struct {
+	cmd    *exec.Cmd
+	log    *os.File
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startManager starts the manager against the control plane; stop it with
+// stop, on every path.
+func startManager(ctx context.Context, manager, kubeconfig string, args ...string) (*managerProcess, error) {
+	logFile, err := os.CreateTemp("", "graduator-bench-manager-*.log")
+	if err != nil {
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(mctx, manager, append([]string{"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}, args...)...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second // then SIGKILL
+	if err := cmd.Start(); err != nil {
+		cancel()
+		_ = logFile.Close()
+		_ = os.Remove(logFile.Name())
+		return nil, err
+	}
+	m := &managerProcess{cmd: cmd, log: logFile, cancel: cancel, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(m.done) }()
+	return m, nil
+}
+
+func (m *managerProcess) stop() {
+	m.cancel()
+	<-m.done
+	_ = m.log.Close()
+	_ = os.Remove(m.log.Name())
+}
+
+func (m *managerProcess) exited() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (m *managerProcess) logTail() string {
+	data, _ := os.ReadFile(m.log.Name())
+	if len(data) > 4000 {
+		data = data[len(data)-4000:]
+	}
+	return string(data)
+}
+
+// waitSynced waits until the manager's controllers started their workers.
+func (m *managerProcess) waitSynced(ctx context.Context, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); ; {
+		data, _ := os.ReadFile(m.log.Name())
+		if bytes.Count(data, []byte(syncedLine)) >= managerControllers {
+			return nil
+		}
+		if m.exited() {
+			return fmt.Errorf("the manager exited; its log ends:\n%s", m.logTail())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the manager's caches did not sync: %w; its log ends:\n%s", errTimeout, m.logTail())
+		}
+		if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// childPID is the pid of this process's child named name (as in
+// /proc/PID/status), such as the kube-apiserver envtest started.
+func childPID(name string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	self := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+		if err != nil {
+			continue
+		}
+		var comm, ppid string
+		for line := range strings.Lines(string(data)) {
+			if v, ok := strings.CutPrefix(line, "Name:"); ok {
+				comm = strings.TrimSpace(v)
+			} else if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				ppid = strings.TrimSpace(v)
+			}
+		}
+		if comm == name && ppid == self {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no child process %s", name)
+}
