@@ -78,9 +78,20 @@ func (b *bench) scale(ctx context.Context, cli, manager string) error {
 	for _, n := range b.opts.scaleNs {
 		row, err := b.scaleRound(ctx, cli, manager, n)
 		if err != nil {
+			// The rounds measured so far are an hour's work: keep them.
+			printScale(rows)
 			return fmt.Errorf("at %d objects: %w", n, err)
 		}
 		rows = append(rows, row)
+	}
+	printScale(rows)
+	return nil
+}
+
+// printScale prints the scale section's table.
+func printScale(rows []scaleRow) {
+	if len(rows) == 0 {
+		return
 	}
 	fmt.Printf("\n%9s %8s %8s %8s %6s %8s %9s %22s %8s %8s %10s\n", "N", "create/s", "ceil/s", "CLI/s", "ratio",
 		"CLI MiB", "oper MiB", "flip->pruned (target)", "status", "ver MiB", "apisrv MiB")
@@ -96,7 +107,6 @@ func (b *bench) scale(ctx context.Context, cli, manager string) error {
 		fmt.Printf("peak RSS growth N=%d -> N=%d: CLI %+.1f MiB, operator %+.1f MiB, verify %+.1f MiB (target: CLI within 16 MiB)\n",
 			first.n, last.n, mib(last.cliHWM-first.cliHWM), mib(last.operatorHWM-first.operatorHWM), mib(last.verifyHWM-first.verifyHWM))
 	}
-	return nil
 }
 
 // scaleRound measures one N; see scale.
@@ -110,7 +120,18 @@ func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int) (row
 		return row, err
 	}
 	defer func() {
-		if dropErr := b.drop(context.WithoutCancel(ctx), group); dropErr != nil && err == nil {
+		// Interrupted, the control plane stops next: deleting a big
+		// population first would only delay it.
+		if ctx.Err() != nil {
+			return
+		}
+		// The API server would delete the objects one by one (an hour at
+		// 1,000,000): remove them from etcd first, then the CRD.
+		prefix := fmt.Sprintf("%s/%s/%s/", b.env.Etcd.Prefix, group, v1.Resource)
+		if _, delErr := b.env.Etcd.Client().Delete(ctx, prefix, clientv3.WithPrefix()); delErr != nil && err == nil {
+			err = fmt.Errorf("delete the widgets of %s from etcd: %w", group, delErr)
+		}
+		if dropErr := b.drop(ctx, group); dropErr != nil && err == nil {
 			err = dropErr
 		}
 	}()
