@@ -252,7 +252,7 @@ func run(ctx context.Context, o options) (err error) {
 			// The watch cache holds every object of a watched resource, and
 			// more: the API server reached about 6.5 GB at 100,000 small
 			// objects with it (+104 MiB from 2,000 to 4,000 objects, against
-			// +7 MiB without), so 1,000,000 would not fit in this machine's
+			// +0 to +7 MiB without), so 1,000,000 would not fit in this machine's
 			// 23 GB. Off (`make bench-scale`), LISTs and watches go to etcd
 			// and the API server's memory stays about flat with N (the scale
 			// section prints its VmHWM per N); the ceiling runs against the
