@@ -54,10 +54,10 @@ import (
 // what the server signals: a throttled or failed request (429, 5xx, a
 // timeout) halves the limit, a Retry-After holds every writer back for that
 // long (API Priority and Fairness says so when the server is busy with more
-// important work), and so does a collapse of the server's throughput (all
-// clients' writes stored a second, by the revision) below a quarter of the
-// best seen in the run: at the same writers in flight, latencies four times
-// the server's best. A window's noise moves neither.
+// important work), and a collapse halves it too: the server's throughput
+// (all clients' writes stored a second, by the revision) below a quarter of
+// the best seen in the run while the engine's writes take four times as
+// long as then. A window's noise moves neither.
 const (
 	initialLimit = InitialLimit
 	// upStep is a step up once the server pushed back, or while others
@@ -231,8 +231,20 @@ type LimitState struct {
 	// at once, below 0 never.
 	PauseEvery time.Duration
 	// Rate is the engine's rate over the last window, Best the most writes
-	// the server stored a second (every client's) over any window.
-	Rate, Best float64
+	// the server stored a second (every client's) over any window, and
+	// BestLatency the engine's mean latency then.
+	Rate, Best  float64
+	BestLatency time.Duration
+}
+
+// collapsed reports whether the server's throughput fell below 1/collapse
+// of its best while the engine's writes took collapse times longer: a
+// server failing, not one busy with other clients (its throughput holds)
+// nor an engine short of objects to write (its latency holds).
+func (s LimitState) collapsed(w Window) bool {
+	t := w.throughput()
+	return s.Best > 0 && t > 0 && t < s.Best/collapse &&
+		s.BestLatency > 0 && w.Latency > collapse*s.BestLatency
 }
 
 // NextLimit is the limiter's rule, a pure function: the state after a
@@ -246,10 +258,12 @@ func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 	}
 	s.Rate = w.Rate()
 	full := priority == PriorityFull || (s.Measured && s.Idle)
-	if t := w.throughput(); full && s.Best > 0 && t > 0 && t < s.Best/collapse {
+	if full && s.collapsed(w) {
 		return s.backOff(maxLimit)
 	}
-	s.Best = max(s.Best, w.throughput())
+	if t := w.throughput(); t > s.Best {
+		s.Best, s.BestLatency = t, w.Latency
+	}
 	if priority == PriorityFull {
 		s.PauseEvery = -1
 	}

@@ -446,6 +446,11 @@ var _ = Describe("NextLimit: the rule", func() {
 		w.Stored = w.OwnStored + int64(others)
 		return w
 	}
+	// slow gives w a mean latency, which makes its rate Writers / latency.
+	slow := func(w Window, latency time.Duration) Window {
+		w.Latency = latency
+		return w
+	}
 	// measured is a Background state at limit whose last pauses measured
 	// the others alone at alone writes/s.
 	measured := func(limit int, alone float64) LimitState {
@@ -474,16 +479,19 @@ var _ = Describe("NextLimit: the rule", func() {
 			LimitState{Limit: 64, Reason: LimitHolding}),
 		Entry("Full never yields: the others keep a tenth of their rate", measured(16, 1000), beside(window(16, 400), 100), PriorityFull,
 			LimitState{Limit: 32, Reason: LimitProbing}),
-		Entry("Full, the rate fell (a swing, the others): not a collapse, climb on", LimitState{Limit: 32, Best: 1000}, beside(window(32, 300), 200), PriorityFull,
-			LimitState{Limit: 64, Reason: LimitProbing}),
-		Entry("Full, the server stores under a quarter of its best: halve", LimitState{Limit: 64, Best: 1000}, window(64, 200), PriorityFull,
-			LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
+		Entry("Full, the rate fell (a swing, the others): not a collapse, climb on", LimitState{Limit: 32, Best: 1000, BestLatency: 32 * time.Millisecond},
+			slow(beside(window(32, 300), 200), 100*time.Millisecond), PriorityFull, LimitState{Limit: 64, Reason: LimitProbing}),
+		Entry("Full, the server stores under a quarter of its best, its writes 5x slower: halve", LimitState{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond},
+			slow(window(64, 200), 320*time.Millisecond), PriorityFull, LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
+		Entry("Full, under a quarter of its best but as fast as then (the engine short of objects): not a collapse",
+			LimitState{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond}, slow(window(12, 190), 64*time.Millisecond), PriorityFull,
+			LimitState{Limit: 64, Reason: LimitHolding}),
 		Entry("Background, before the first pause: hold", LimitState{Limit: 8, Reason: LimitProbing}, beside(window(8, 400), 100), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding}),
 		Entry("Background on an idle server: as Full, double", idleAt(16), beside(window(16, 400), 10), PriorityBackground,
 			LimitState{Limit: 32, Reason: LimitProbing}),
-		Entry("Background on an idle server, collapsed: halve", func() LimitState { s := idleAt(64); s.Best = 1000; return s }(), window(64, 200), PriorityBackground,
-			LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
+		Entry("Background on an idle server, collapsed: halve", func() LimitState { s := idleAt(64); s.Best, s.BestLatency = 1000, 64*time.Millisecond; return s }(),
+			slow(window(64, 200), 320*time.Millisecond), PriorityBackground, LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
 		Entry("others keep all of their rate (a paced client): a quarter more", measured(32, 100), beside(window(32, 400), 100), PriorityBackground,
 			LimitState{Limit: 40, Reason: LimitProbing}),
 		Entry("others keep 80%: a quarter more", measured(10, 1000), beside(window(10, 400), 800), PriorityBackground,
