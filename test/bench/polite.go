@@ -96,13 +96,13 @@ func (b *bench) polite(ctx context.Context) error {
 			kept[writers] = append(kept[writers], k)
 			beside[writers] = append(beside[writers], engineRate/idle)
 		}
-		rateKept, engineRate, err := b.besidePaced(ctx, fg, &pacedAlone, &pacedDuring)
+		rateKept, p99, engineRate, err := b.besidePaced(ctx, fg, &pacedAlone, &pacedDuring)
 		if err != nil {
 			return err
 		}
 		pacedKept = append(pacedKept, rateKept)
 		pacedEngine = append(pacedEngine, engineRate/idle)
-		pacedP99 = append(pacedP99, pacedDuring.quantile(0.99).Seconds()/pacedAlone.quantile(0.99).Seconds())
+		pacedP99 = append(pacedP99, p99)
 	}
 	fmt.Printf("\n-- politeness, %d rounds (each ratio within its round) --\n", b.opts.rounds)
 	fmt.Printf("idle, the share of the run spent pausing: %s; %s\n", percents(idlePaused), median(idlePaused))
@@ -111,8 +111,8 @@ func (b *bench) polite(ctx context.Context) error {
 			writers, percents(kept[writers]), median(kept[writers]), 100*slices.Min(kept[writers]), median(beside[writers]))
 	}
 	fmt.Printf("8-writer foreground write latency alone: %s; while the engine migrates: %s\n", &alone8, &sharing8)
-	fmt.Printf("paced client (%d writes/s) kept: %s; %s; p99 during / alone: %s; the engine beside it at %s of its idle rate\n",
-		openLoopRate, percents(pacedKept), median(pacedKept), median(pacedP99), median(pacedEngine))
+	fmt.Printf("paced client (%d writes/s) kept: %s; %s; p99 during / alone, each round: %s; the engine beside it at %s of its idle rate\n",
+		openLoopRate, percents(pacedKept), median(pacedKept), ratios(pacedP99), median(pacedEngine))
 	fmt.Printf("paced client latency alone: %s; while the engine migrates: %s\n", &pacedAlone, &pacedDuring)
 	return nil
 }
@@ -212,19 +212,24 @@ const openLoopRate = 100
 
 // besidePaced sends openLoopRate writes a second to fg, whatever their
 // latency (as a controller reacting to events does), alone and then while
-// the engine migrates N small objects: the share of its rate it kept, and
-// the engine's rate.
-func (b *bench) besidePaced(ctx context.Context, fg schema.GroupVersionResource, alone, sharing *latencies) (float64, float64, error) {
+// the engine migrates N small objects: the share of its rate it kept, its
+// p99 latency during against alone, and the engine's rate. Its latencies
+// are added to alone and sharing.
+func (b *bench) besidePaced(ctx context.Context, fg schema.GroupVersionResource, alone, sharing *latencies) (float64, float64, float64, error) {
 	fctx, cancel := context.WithTimeout(ctx, b.opts.politeFor)
-	sent, err := paced(fctx, b.dyn, fg, alone)
+	solo := &latencies{}
+	sent, err := paced(fctx, b.dyn, fg, solo)
 	cancel()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
+	}
+	for _, d := range solo.d {
+		alone.add(d)
 	}
 	fmt.Printf("paced client alone: %d writes over %s\n", sent, b.opts.politeFor)
 	gvr, err := b.population(ctx, b.opts.n, smallNotes)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	fctx, cancel = context.WithCancel(ctx)
 	var (
@@ -243,10 +248,10 @@ func (b *bench) besidePaced(ctx context.Context, fg schema.GroupVersionResource,
 	cancel()
 	<-done
 	if engineErr != nil {
-		return 0, 0, fmt.Errorf("engine: %w", engineErr)
+		return 0, 0, 0, fmt.Errorf("engine: %w", engineErr)
 	}
 	if fgErr != nil {
-		return 0, 0, fmt.Errorf("paced client: %w", fgErr)
+		return 0, 0, 0, fmt.Errorf("paced client: %w", fgErr)
 	}
 	for _, d := range during.d {
 		sharing.add(d)
@@ -255,9 +260,10 @@ func (b *bench) besidePaced(ctx context.Context, fg schema.GroupVersionResource,
 	engineRate := float64(b.opts.n) / elapsed.Seconds()
 	share, pauses := t.paused()
 	fmt.Printf("paced client while the engine migrates: %.0f writes/s acknowledged over %s; latency %s (alone %s)\n",
-		acked, elapsed.Round(time.Millisecond), during, alone)
+		acked, elapsed.Round(time.Millisecond), during, solo)
 	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n", "engine (defaults) meanwhile", engineRate, t, pauses, 100*share)
-	return acked / openLoopRate, engineRate, b.drop(ctx, gvr.Group)
+	p99 := during.quantile(0.99).Seconds() / solo.quantile(0.99).Seconds()
+	return acked / openLoopRate, p99, engineRate, b.drop(ctx, gvr.Group)
 }
 
 // paced sends openLoopRate writes a second to the foreground objects until
@@ -330,6 +336,16 @@ func (l *latencies) quantile(q float64) time.Duration {
 
 func (l *latencies) String() string {
 	return fmt.Sprintf("p50 %s, p99 %s", l.quantile(0.5).Round(100*time.Microsecond), l.quantile(0.99).Round(100*time.Microsecond))
+}
+
+// ratios prints fs as ratios, with their median.
+func ratios(fs []float64) string {
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, fmt.Sprintf("%.1fx", f))
+	}
+	sorted := slices.Sorted(slices.Values(fs))
+	return fmt.Sprintf("%s (median %.1fx)", strings.Join(parts, ", "), sorted[len(sorted)/2])
 }
 
 func percents(fs []float64) string {
