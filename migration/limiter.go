@@ -48,6 +48,9 @@ import (
 //     costs the engine nothing.
 //   - When the others write under a tenth of the engine's rate alone
 //     (leases, events), the server is idle and Background is Full.
+//   - Until a pause has measured the others, Background holds its first
+//     limit, InitialLimit writers: without numeric resourceVersions (etcd's
+//     revisions) it never measures them and stays there.
 //
 // Full climbs to the most writers its limits allow, doubling each window
 // (by quarters once the server has pushed back), and comes down only on
@@ -64,9 +67,10 @@ const (
 	// write (a quarter more writers, at least one).
 	upStep = 1.25
 	// keptMin is the least of their rate alone the other clients keep: below
-	// it the limit comes down. keptTarget is where it comes down to and
-	// steps up to, above keptMin so that a window's noise near the bound
-	// does not move the limit each window.
+	// it the limit comes down. It is above the 55% they are promised, a
+	// margin for a window's noise. keptTarget is where the limit comes down
+	// to and steps up to, above keptMin so that a window's noise near the
+	// bound does not move the limit each window.
 	keptMin, keptTarget = 0.57, 0.62
 	// idleOthers: other clients writing under this share of the engine's
 	// rate leave the server idle.
