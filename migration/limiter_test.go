@@ -387,6 +387,23 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		Expect(run[i].at).To(BeNumerically("<", 3*time.Second), "yielding within 3 s, not at the next pause due")
 	})
 
+	It("sees a client it starves below a tenth of its rate at the next pause due, at most maxPauseEvery later", func(ctx SpecContext) {
+		// One writer beside 64 engine writes costing 3 each gets about
+		// 1/190 of the server: 5 writes/s beside the engine's 330.
+		server := simServer{capacity: capacity, knee: 8, cost: 3, closed: 1}
+		from := LimitState{Limit: DefaultConcurrency, Reason: LimitHolding, Measured: true, Idle: true, PauseEvery: maxPauseEvery}
+		run := simulate(ctx, server, PriorityBackground, 3*maxPauseEvery, from)
+		i := slices.IndexFunc(run, func(s sample) bool { return s.reason == LimitYielding })
+		Expect(i).To(BeNumerically(">=", 0))
+		GinkgoWriter.Printf("a starved 1-writer client: yielding from %s; %s\n", run[i].at, run.secondHalf())
+		Expect(run[i].at).To(BeNumerically(">", maxPauseEvery), "not seen before the pause: the engine cannot tell")
+		// The pause comes with the first window closed after it is due, and
+		// the first window after it takes a few seconds at 64 writes of
+		// 0.6 s each (four writes a writer, and the writes in flight back).
+		Expect(run[i].at).To(BeNumerically("<", maxPauseEvery+8*time.Second))
+		Expect(run.secondHalf().kept()).To(BeNumerically(">=", 0.55))
+	})
+
 	It("with priority Full, takes the server: the bound beside a foreground", func(ctx SpecContext) {
 		server := idle
 		server.closed = 8
