@@ -71,7 +71,8 @@ type Options struct {
 	// below it (migration.DefaultConcurrency when 0).
 	Concurrency int
 	// Priority is how much of the API server a migration takes:
-	// migration.PriorityBackground (the default) yields to other clients,
+	// migration.PriorityBackground (the default) keeps other clients' write
+	// rate at 55% or more of their rate alone,
 	// migration.PriorityFull takes the server's full speed.
 	Priority migration.Priority
 	// PageSize is the LIST limit (migration.DefaultPageSize when 0).

@@ -22,149 +22,102 @@ import (
 	"time"
 )
 
-// The adaptive limit on writes in flight. A migration is background work:
-// it yields to other clients and takes the server's full speed when nobody
-// else needs it. Two measures decide, each from windows of the engine's own
-// writes (enough of them, and long enough, to measure a rate):
+// The adaptive limit on writes in flight. A migration is background work,
+// and the judge is what the other clients of the API server feel: their
+// own write rate, not the engine's share of the writes (an engine write
+// costs the server more than a typical client's, and a client that writes
+// at a fixed pace looks busy without needing any room).
 //
-//   - Its share of the writes the server stored. Every write to an etcd
-//     advances its revision by one, and each of the engine's writes is given
-//     the revision it was stored at, so the revisions between them count the
-//     other clients' writes. While others write at least a tenth of what the
-//     server stores (busyShare), the engine takes at most half (maxShare):
-//     past it the limit comes down a step each window (reason Yielding),
-//     and a step up that would pass it is not kept. Unlike a rate, the share
-//     does not move when the whole server slows down or speeds up: on the
-//     envtest control plane every client's rate swings together between
-//     about 40% and 100% every one to two seconds, far more than a step's
-//     gain, and a rule that compared the engine's rates read that swing as
-//     its own gain.
-//   - The throughput elasticity, (relative gain) / (relative gain in writers
-//     in flight), for a step up. Measured on the engine's rate while the
-//     server is otherwise idle, where it is about 1 below the knee of the
-//     rate/writers curve and about 0 past it (more writers only queue): a
-//     step is kept at 0.55 or more. Measured on the share while others
-//     write, where a step has only to show that it still buys something
-//     (busyElasticity): maxShare bounds it.
+//   - Others' writes are counted with etcd's revision: every write to an
+//     etcd advances it by one, and each of the engine's writes is given the
+//     revision it was stored at, so the revisions the engine's writes did
+//     not take are other clients' writes (Window.Others).
+//   - Their rate alone is measured the way BBR's ProbeRTT measures a path:
+//     every pauseEvery the engine stops sending, lets its writes in flight
+//     finish, waits pauseLength, and sends one write; the revisions between
+//     its last write before the pause and that one are the others' writes
+//     alone (a Paused Window).
+//   - While the engine writes, each window compares the others' rate with
+//     their rate alone. Below keptMin of it the limit comes down (reason
+//     Yielding) to where the others would keep keptTarget; while they keep
+//     more than that, it steps up. The step is sized by the model of
+//     requests sharing a server: beside the engine's L writers the others
+//     keep 1/(1 + kL) of their rate, whatever k is (their number, the cost
+//     of the engine's writes against theirs), so one window tells where the
+//     target lies. A client that writes at a fixed pace keeps its rate and
+//     costs the engine nothing.
+//   - When the others write under a tenth of the engine's rate alone
+//     (leases, events), the server is idle and Background is Full.
+//   - Until a pause has measured the others, Background holds its first
+//     limit, InitialLimit writers: without numeric resourceVersions (etcd's
+//     revisions) it never measures them and stays there.
 //
-// Each window the rule either holds or probes: it tries a step (a quarter
-// more writers, or a fifth fewer) and judges it against the window just
-// before. After a refused step up it tries a step down, kept when the engine loses
-// less than 0.65 of the step, so that a limit reached on an idle server comes
-// down once another client needs it. A throttled or failed request (429,
-// 5xx, a timeout) halves the limit at once, and a Retry-After holds every
-// writer back for that long: API Priority and Fairness says so when the
-// server is busy with more important work. PriorityFull keeps a step up
-// while the rate rises at all, never steps down and never yields.
-//
-// On an idle server Background never probes below floorLimit writers: only a
-// throttle takes it lower, and below it a step up is kept without asking
-// for a gain. The engine's rate cannot tell the server's own work on the
-// cores it shares with the writes (encoding, etcd, admission, the client
-// itself on a small control plane) from another client's: on an idle 2-core
-// API server the curve of rate against writers bends from the first writer,
-// as if about two writers of someone else's were always in flight, and the
-// elasticity alone settles at 3 to 6 writers and two thirds of the server
-// (docs/benchmarks.md). Eight writers reach the knee of such a server. While
-// others write, the share decides, down to busyFloorLimit writers.
+// Full climbs to the most writers its limits allow, doubling each window
+// (by quarters once the server has pushed back), and comes down only on
+// what the server signals: a throttled or failed request (429, 5xx, a
+// timeout) halves the limit, a Retry-After holds every writer back for that
+// long (API Priority and Fairness says so when the server is busy with more
+// important work), and a collapse halves it too: the server's throughput
+// (all clients' writes stored a second, by the revision) below a quarter of
+// the best seen in the run while the engine's writes take four times as
+// long as then. A window's noise moves neither.
 const (
-	// floorLimit is the fewest writers Background probes down to, and the
-	// first limit.
-	floorLimit = InitialLimit
-	// busyFloorLimit is the fewest writers Background yields down to while
-	// other clients write. Many of those do not compete for the server as
-	// the engine does (leases, events, a controller that writes at the pace
-	// of what it watches): their rate does not grow when the engine yields,
-	// and the engine's share of the writes cannot tell them from a client
-	// that waits for each write. Four writers keep a migration moving beside
-	// them, and beside a client that does compete, the share settles above
-	// four writers anyway (docs/benchmarks.md).
-	busyFloorLimit = 4
-	initialLimit   = InitialLimit
-	// upStep and downStep are the probes' sizes, in quarters and fifths
-	// (at least one writer).
-	upStep, downStep = 1.25, 0.8
-	// minElasticity is the share of a step's relative size the engine's rate
-	// must follow for a Background probe to be kept. At 1/2 the limit
-	// settles at a fair share, L = F beside F writers, where the foreground
-	// keeps half of its rate: the edge of what a background client may
-	// take, crossed by every noisy window. At 0.55 it settles near 0.8F and
-	// the foreground keeps about 55%; at 0.6 the limit beside 32 or 64
-	// writers sat at the simulator's 0.6F bound half of the time.
-	minElasticity = 0.55
-	// busyElasticity is minElasticity while other clients write, where
-	// the gain is measured in the engine's share of the server's writes,
-	// and maxShare bounds the limit: the share of a client beside F
-	// writers that share the server by requests in flight is L/(F+L), its
-	// elasticity 1 - L/(F+L), at least 1/2 up to maxShare. Below that, a
-	// step is kept unless the share barely moved (the server was past its
-	// knee, or the others do not compete): the bar is low enough that the
-	// noise of a window does not refuse steps the share would allow.
-	busyElasticity = 0.25
-	// downElasticity: a step down is kept when the engine's rate falls by
-	// less than this share of it. Above minElasticity on purpose: near the
-	// settling point both probes measure about minElasticity, a limit one
-	// step past it is kept by noise as often as one step below it, and only
-	// a step down at the same threshold would hold there; a higher one
-	// brings it back.
-	downElasticity = 0.65
-	// maxShare is the most of the API server's writes a Background run
-	// takes above the floor while other clients write: more writers are
-	// not tried, and fewer are taken, past it. It is measured with etcd's
-	// revision (see Window.Share), which a swing of the whole server's
-	// speed does not move; with requests in flight sharing the server, it
-	// is reached at L = F beside F writers, the fair share.
-	// maxShare is the most of the API server's writes a Background run
-	// takes while other clients write: a step up past it is not kept, and
-	// past it the limit comes down a step a window. It is measured with
-	// etcd's revision (see Window.Share), which a swing of the whole
-	// server's speed does not move. Beside F writers that share the server
-	// by requests in flight it is reached at L = F when the engine's writes
-	// cost what theirs do; the engine's cost more (each object is also
-	// listed, decoded and converted), so it stops short of F.
-	maxShare = 0.5
-	// busyShare: while the engine's share of the server's writes is above
-	// it, other clients write too little to be measured against (leases,
-	// events), and the rule treats the server as idle: its own rate tells
-	// where the knee is, and it takes no account of the share.
-	busyShare = 0.9
-	// holdWindows is how many windows the limit holds after a refused probe
-	// or a throttle before it probes again.
+	initialLimit = InitialLimit
+	// upStep is a step up once the server pushed back, or while others
+	// write (a quarter more writers, at least one).
+	upStep = 1.25
+	// keptMin is the least of their rate alone the other clients keep: below
+	// it the limit comes down. It is above the 55% they are promised, a
+	// margin for a window's noise. keptTarget is where the limit comes down
+	// to and steps up to, above keptMin so that a window's noise near the
+	// bound does not move the limit each window.
+	keptMin, keptTarget = 0.57, 0.62
+	// idleOthers: other clients writing under this share of the engine's
+	// rate leave the server idle.
+	idleOthers = 0.1
+	// pauseLength is how long the engine stops sending to measure the
+	// others alone, after its writes in flight finished. pauseEvery is how
+	// often while others write (a pause costs about pauseLength plus a
+	// write's latency: under 4% of a run), and maxPauseEvery while they do
+	// not: each pause that finds the server idle doubles the interval up to
+	// it. A client that arrives is seen sooner than that when it writes a
+	// tenth of the engine's rate beside it (the next window asks for a
+	// pause); a client the engine starves below that waits for the next
+	// pause, at most maxPauseEvery.
+	pauseLength   = 250 * time.Millisecond
+	pauseEvery    = 10 * time.Second
+	maxPauseEvery = 40 * time.Second
+	// collapse: a server whose throughput falls below 1/collapse of its
+	// best is failing, not busy.
+	collapse = 4
+	// holdWindows is how many windows the limit holds after a throttle
+	// before it climbs again.
 	holdWindows = 3
-	// minWritersStep: a probe whose writers in flight moved by less than
-	// this share of the step measured nothing (the engine could not fill its
-	// slots).
-	minWritersStep = 0.5
 	// minWindowWrites, windowWritesPerWriter and minWindowTime make a
 	// window: at least 64 writes, four per writer, over at least 100 ms. The
-	// rate is the mean of every write's latency (Little's law), whose noise
-	// falls as the square root of the writes: with latencies spread by a
-	// third, 64 writes put it near 4%, well below the gain a step is judged
-	// by (an eighth).
+	// engine's rate is the mean of every write's latency (Little's law),
+	// whose noise falls as the square root of the writes: with latencies
+	// spread by a third, 64 writes put it near 4%.
 	minWindowWrites       = 64
 	windowWritesPerWriter = 4
 	minWindowTime         = 100 * time.Millisecond
-	// maxWindowGap bounds how far apart a probe's window and the window it
-	// is compared with may lie: further apart, the population of clients
-	// may have changed in between, and a change in it would read as a gain.
-	maxWindowGap = 2 * time.Second
 )
 
-// InitialLimit is the adaptive limit's first value, and the fewest writers
-// a Background run probes down to (a throttle takes it lower).
+// InitialLimit is the adaptive limit's first value.
 const InitialLimit = 8
 
 // Priority says how much of the API server a migration takes.
 type Priority string
 
 const (
-	// PriorityBackground yields to other clients: the limit grows only while
-	// a step up buys at least 0.55 of its size in the engine's own rate. The
+	// PriorityBackground keeps other clients' write rate at 55% or more of
+	// their rate without the migration, measured by pausing it briefly now
+	// and then; on a server others barely write to, it is PriorityFull. The
 	// default.
 	PriorityBackground Priority = "Background"
-	// PriorityFull takes the server's full speed, for maintenance windows: the
-	// limit grows while the engine's rate rises at all, up to Concurrency,
-	// whatever that costs other clients.
+	// PriorityFull takes the server's full speed, for maintenance windows:
+	// the limit climbs to Concurrency and comes down only when the server
+	// throttles, fails or collapses, whatever that costs other clients.
 	PriorityFull Priority = "Full"
 )
 
@@ -172,19 +125,20 @@ const (
 type LimitReason string
 
 const (
-	// LimitProbing: the limit is a step away from the last one kept, and the
-	// window being measured decides whether it stays.
+	// LimitProbing: the limit is stepping up towards Concurrency.
 	LimitProbing LimitReason = "Probing"
-	// LimitHolding: the last probe was refused (or the limit is at a bound);
-	// the limit waits a few windows before probing again.
+	// LimitHolding: the limit is at Concurrency, where other clients keep
+	// about keptTarget of their rate, or waits after a throttle.
 	LimitHolding LimitReason = "Holding"
 	// LimitBackingOff: the API server throttled or failed a write (429,
-	// 5xx, timeout) and the limit was halved.
+	// 5xx, timeout), or its throughput collapsed, and the limit was halved.
 	LimitBackingOff LimitReason = "BackingOff"
-	// LimitYielding: other clients write too, and the engine's writes were
-	// more than maxShare of all the server stored: the limit came down a
-	// step (not below the floor).
+	// LimitYielding: other clients wrote less than 57% of their rate alone,
+	// and the limit came down.
 	LimitYielding LimitReason = "Yielding"
+	// LimitPausing: the engine paused its writes for a moment to measure the
+	// other clients' write rate alone.
+	LimitPausing LimitReason = "Pausing"
 	// LimitFixed: Options.FixedConcurrency, no adaptation.
 	LimitFixed LimitReason = "Fixed"
 )
@@ -202,10 +156,13 @@ type Signal struct {
 	Revision uint64
 }
 
-// Window is what the engine measured of its own writes over a stretch of
-// time at one limit.
+// Window is what the engine measured over a stretch of time at one limit,
+// or while it paused.
 type Window struct {
 	Start, End time.Time
+	// Paused: the engine sent no write over the window but the last, which
+	// ends it: the others wrote alone.
+	Paused bool
 	// Writes is the number of writes completed in the window.
 	Writes int
 	// Writers is the mean number of writes in flight over it.
@@ -220,37 +177,22 @@ type Window struct {
 	Stored, OwnStored int64
 }
 
-// busy reports whether other clients wrote at least 1 - busyShare of what
-// the server stored over the window.
-func (w Window) busy() bool {
-	share := w.Share()
-	return share >= 0 && share <= busyShare
-}
-
-// Share is the engine's share of the writes the server stored over the
-// window, in [0, 1], or -1 when unknown. Unlike a rate, it does not move
-// when the whole server slows down or speeds up: every client's writes move
-// with it alike.
-//
-// The engine's own rate is Rate's (Little's law): counting its own writes
-// in a window moves by a writer's worth at each edge. The other clients'
-// are counted: their writes are the revisions the engine's did not take.
-func (w Window) Share() float64 {
+// Others is the other clients' writes per second over the window, counted
+// by the revisions the engine's writes did not take, or -1 when unknown.
+func (w Window) Others() float64 {
 	d := w.End.Sub(w.Start).Seconds()
-	own := w.Rate()
-	if w.Stored <= 0 || d <= 0 || own <= 0 {
+	if w.Stored <= 0 || d <= 0 {
 		return -1
 	}
-	others := float64(max(0, w.Stored-w.OwnStored)) / d
-	return own / (own + others)
+	return float64(max(0, w.Stored-w.OwnStored)) / d
 }
 
-// Rate is the window's writes per second: by Little's law, the writes in
-// flight over their mean latency when the latency is known, else the writes
-// counted over the window's length. Counting is the noisier of the two: in
-// a window of a few dozen writes, writes that complete together fall on one
-// side of its edge or the other and move the count by a step's gain; the
-// mean of every write's latency does not jump so.
+// Rate is the engine's writes per second over the window: by Little's law,
+// the writes in flight over their mean latency when the latency is known,
+// else the writes counted over the window's length. Counting is the
+// noisier of the two: in a window of a few dozen writes, writes that
+// complete together fall on one side of its edge or the other; the mean of
+// every write's latency does not jump so.
 func (w Window) Rate() float64 {
 	if w.Latency > 0 && w.Writers > 0 {
 		return w.Writers / w.Latency.Seconds()
@@ -262,118 +204,180 @@ func (w Window) Rate() float64 {
 	return float64(w.Writes) / d
 }
 
+// throughput is every client's writes stored per second over the window,
+// or the engine's own when the revisions are unknown.
+func (w Window) throughput() float64 {
+	if others := w.Others(); others >= 0 {
+		return others + w.Rate()
+	}
+	return w.Rate()
+}
+
 // LimitState is the rule's state from one window to the next.
 type LimitState struct {
 	// Limit is the number of writers allowed in flight.
 	Limit  int
 	Reason LimitReason
-	// From is the limit before the probe when Reason is LimitProbing: the
-	// probe is kept or the limit goes back to From. 0 otherwise.
-	From int
-	// Base is the window measured at From just before the probe.
-	Base Window
-	// Hold counts the windows left before the next probe.
+	// Hold counts the windows left before the limit climbs again after a
+	// throttle.
 	Hold int
-	// Down: the next probe tries a step down.
-	Down bool
+	// Gentle: the server pushed back once; the limit climbs by quarters,
+	// not by doubling.
+	Gentle bool
+	// Measured: a pause measured the others alone. Alone is their write
+	// rate then, the mean of the last two pauses (a pause is a quarter of a
+	// second, and a server's speed swings); Last is the last pause's. Idle: the last
+	// pause found them under a tenth of the engine's rate.
+	Measured    bool
+	Alone, Last float64
+	Idle        bool
+	// PauseEvery is how long after the last pause the next one is due: 0
+	// at once, below 0 never.
+	PauseEvery time.Duration
+	// Rate is the engine's rate over the last window, Best the most writes
+	// the server stored a second (every client's) over any window, and
+	// BestLatency the engine's mean latency then.
+	Rate, Best  float64
+	BestLatency time.Duration
 }
 
-// NextLimit is the limiter's rule, a pure function: the state after a window
-// of writes measured at s.Limit, bounded by [1, maxLimit].
+// collapsed reports whether the server's throughput fell below 1/collapse
+// of its best while the engine's writes took collapse times longer: a
+// server failing, not one busy with other clients (its throughput holds)
+// nor an engine short of objects to write (its latency holds).
+func (s LimitState) collapsed(w Window) bool {
+	t := w.throughput()
+	return s.Best > 0 && t > 0 && t < s.Best/collapse &&
+		s.BestLatency > 0 && w.Latency > collapse*s.BestLatency
+}
+
+// NextLimit is the limiter's rule, a pure function: the state after a
+// window measured at s.Limit (or while paused), bounded by [1, maxLimit].
 func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitState {
-	clamp := func(n int) int { return min(max(n, 1), maxLimit) }
-	floor := min(floorLimit, maxLimit)
-	if w.busy() && priority != PriorityFull {
-		floor = min(busyFloorLimit, maxLimit)
-	}
-	if w.Throttled {
-		return LimitState{Limit: clamp(s.Limit / 2), Reason: LimitBackingOff, Hold: holdWindows}
-	}
 	switch {
-	case s.Reason == LimitProbing && s.From > 0:
-		if !kept(s, w, priority) {
-			return LimitState{Limit: clamp(s.From), Reason: LimitHolding, Hold: holdWindows,
-				Down: s.Limit > s.From && priority != PriorityFull}
-		}
-		// Kept: probe on in the same direction, against this window.
-		s = LimitState{Limit: s.Limit, Down: s.Limit < s.From}
-	case priority != PriorityFull && w.busy() && w.Share() > maxShare && s.Limit > floor:
-		// More than its share of the server's writes: a fifth fewer
-		// writers, down to the floor, before anything else.
-		return LimitState{Limit: max(floor, probe(s.Limit, true, maxLimit)), Reason: LimitYielding, Hold: holdWindows, Down: true}
-	case s.Hold > 0:
+	case w.Throttled:
+		return s.backOff(maxLimit)
+	case w.Paused:
+		return s.paused(w, priority)
+	}
+	s.Rate = w.Rate()
+	full := priority == PriorityFull || (s.Measured && s.Idle)
+	if full && s.collapsed(w) {
+		return s.backOff(maxLimit)
+	}
+	if t := w.throughput(); t > s.Best {
+		s.Best, s.BestLatency = t, w.Latency
+	}
+	if priority == PriorityFull {
+		s.PauseEvery = -1
+	}
+	if s.Hold > 0 {
 		s.Hold--
-		if s.Reason != LimitBackingOff && s.Reason != LimitYielding {
-			s.Reason = LimitHolding
-		}
 		return s
 	}
-	down := s.Down && priority != PriorityFull
-	next := probe(s.Limit, down, maxLimit)
-	if down {
-		next = max(next, min(floor, s.Limit))
+	switch {
+	case full:
+		if s.Idle && w.Others() >= idleOthers*w.Rate() {
+			s.PauseEvery = 0 // someone else writes now: measure them
+		}
+		return s.climb(maxLimit, maxLimit, !s.Gentle)
+	case !s.Measured || w.Others() < 0:
+		s.Reason = LimitHolding // nothing to judge by yet
+		return s
 	}
-	if next == s.Limit {
-		// At a bound (the floor going down, maxLimit going up): hold, then
-		// look the other way (Full never looks down).
-		return LimitState{Limit: s.Limit, Reason: LimitHolding, Hold: holdWindows, Down: !down && priority != PriorityFull}
+	kept := min(1, w.Others()/s.Alone)
+	writers := float64(s.Limit)
+	if w.Writers > 0 {
+		writers = min(writers, w.Writers) // the engine may not fill its slots
 	}
-	return LimitState{Limit: next, Reason: LimitProbing, From: s.Limit, Base: w, Down: down}
+	target := targetWriters(writers, kept)
+	if kept < keptMin {
+		s.Limit = max(1, min(s.Limit-1, int(max(target, writers/2))))
+		s.Reason = LimitYielding
+		return s
+	}
+	return s.climb(int(target), maxLimit, false)
 }
 
-// probe returns the limit a step up (a quarter, at least one writer) or down
-// (a fifth, at least one) from n, within [1, maxLimit].
-func probe(n int, down bool, maxLimit int) int {
-	if down {
-		return max(1, min(n-1, int(float64(n)*downStep+0.5)))
+// targetWriters is where the others would keep keptTarget of their rate
+// alone, given that they kept kept of it beside writers of the engine's.
+// Requests in flight share a server: beside L writers of the engine's the
+// others keep 1 / (1 + kL) of their rate, for a k of their own (how many
+// they are, what the engine's writes cost against theirs), so 1/kept - 1
+// grows in proportion to L.
+func targetWriters(writers, kept float64) float64 {
+	slowdown := 1/kept - 1
+	if slowdown <= 0 {
+		return 2 * writers // unhurt: no bound from here
 	}
-	return min(maxLimit, max(n+1, int(float64(n)*upStep+0.5)))
+	return writers * (1/keptTarget - 1) / slowdown
 }
 
-// kept decides a probe: w was measured at s.Limit, s.Base at s.From just
-// before it.
-func kept(s LimitState, w Window, priority Priority) bool {
-	base := s.Base
-	if base.Rate() <= 0 || base.Writers <= 0 || w.Start.Sub(base.End) > maxWindowGap {
-		return false // nothing to compare with, or too long ago
+// climb steps the limit up towards upTo, doubling it or by a quarter, or
+// holds it there.
+func (s LimitState) climb(upTo, maxLimit int, double bool) LimitState {
+	factor := upStep
+	if double {
+		factor = 2
 	}
-	writers := w.Writers/base.Writers - 1 // the step as the engine used it
-	step := float64(s.Limit)/float64(s.From) - 1
-	gain := w.Rate()/base.Rate() - 1
-	busy := priority != PriorityFull && base.busy() && w.busy()
-	if busy {
-		// Other clients write: the engine's share of the server's writes
-		// measures its gain, and a swing of the whole server's speed,
-		// which moves every client's rate together, does not move it.
-		gain = w.Share()/base.Share() - 1
+	next := min(upTo, maxLimit, max(s.Limit+1, int(float64(s.Limit)*factor+0.5)))
+	if next <= s.Limit {
+		s.Reason = LimitHolding
+		return s
 	}
-	if s.Limit > s.From {
-		if writers < minWritersStep*step {
-			return false // the engine did not use the extra slots
-		}
-		switch {
-		case priority == PriorityFull:
-			return gain > 0
-		case busy:
-			// The share bounds the step; the gain only has to show that
-			// more writers still buy the engine something.
-			return w.Share() <= maxShare && gain >= busyElasticity*writers
-		case s.Limit <= floorLimit:
-			return true // back up to the floor of an idle server after a throttle
-		}
-		return gain >= minElasticity*writers
-	}
-	if writers > minWritersStep*step {
-		return false
-	}
-	// A step down (writers < 0): kept when the rate (or the share) fell by
-	// less than downElasticity of the step.
-	return gain > downElasticity*writers
+	s.Limit, s.Reason = next, LimitProbing
+	return s
 }
+
+// backOff halves the limit and holds it there for a few windows.
+func (s LimitState) backOff(maxLimit int) LimitState {
+	s.Limit = min(max(s.Limit/2, 1), maxLimit)
+	s.Reason, s.Hold, s.Gentle = LimitBackingOff, holdWindows, true
+	return s
+}
+
+// paused takes in a pause's measure of the others' rate alone, and sets
+// when the next pause is due: sooner while they write, later while the
+// server is idle.
+func (s LimitState) paused(w Window, priority Priority) LimitState {
+	alone := w.Others()
+	if alone < 0 || priority == PriorityFull {
+		return s
+	}
+	s.Alone = alone
+	if s.Measured {
+		s.Alone = (alone + s.Last) / 2
+	}
+	s.Measured, s.Last = true, alone
+	wasIdle := s.Idle
+	s.Idle = alone < idleOthers*s.Rate
+	switch {
+	case !s.Idle:
+		s.PauseEvery = pauseEvery
+	case wasIdle:
+		s.PauseEvery = min(maxPauseEvery, 2*max(s.PauseEvery, pauseEvery))
+	default:
+		s.PauseEvery = 2 * pauseEvery
+	}
+	if s.Reason == LimitPausing {
+		s.Reason = LimitHolding
+	}
+	return s
+}
+
+// pausePhase is where the limiter is in a pause.
+type pausePhase int
+
+const (
+	running  pausePhase = iota
+	draining            // no write starts; the writes in flight finish
+	paused              // none in flight: the others write alone
+	resuming            // one write in flight, whose revision ends the pause
+)
 
 // limiter gates writers: Acquire waits for a free slot under the current
-// limit (and past any Retry-After), Release reports how the write went and
-// measures the windows the rule decides on.
+// limit (and past any Retry-After or pause), Release reports how the write
+// went and measures the windows the rule decides on.
 type limiter struct {
 	mu       sync.Mutex
 	state    LimitState
@@ -395,17 +399,39 @@ type limiter struct {
 	writerTime float64
 	latencies  time.Duration
 	last       time.Time
-	// revision is the highest etcd revision a write was given; storedFrom
-	// was it when the window opened, and ownStored counts the engine's
-	// writes stored since (Window.Stored, Window.OwnStored).
+	// revision is the highest etcd revision a write was given, revisionAt
+	// when; storedFrom was it when the window opened, and ownStored counts
+	// the engine's writes stored since (Window.Stored, Window.OwnStored).
 	revision, storedFrom uint64
+	revisionAt           time.Time
 	ownStored            int64
+	// closing is the last window closed, waiting for the writes that were
+	// in flight when it closed.
+	closing *closingWindow
+	// phase is where a pause is; pauseFrom and pauseStart the revision and
+	// time it measures from, pauseUntil when its write may start, lastPause
+	// when the last one ended.
+	phase                             pausePhase
+	pauseFrom                         uint64
+	pauseStart, pauseUntil, lastPause time.Time
 	// rate is the last closed window's.
 	rate float64
 	// lastWindow is the last window the rule decided on.
 	lastWindow Window
 	// onChange is Options.OnLimit.
 	onChange func(int, LimitReason, float64)
+}
+
+// closingWindow is a window closed at revision to while writes were in
+// flight: those stored at or before to, which the engine hears of only
+// later, are its own, not other clients'. It is decided once as many
+// writes as were in flight have come back (a write sent after it closed is
+// stored after to).
+type closingWindow struct {
+	w        Window
+	from, to uint64
+	own      int64
+	left     int
 }
 
 func newLimiter(maxLimit int, fixed bool, priority Priority) *limiter {
@@ -417,8 +443,11 @@ func newLimiter(maxLimit int, fixed bool, priority Priority) *limiter {
 		maxLimit: maxLimit, priority: priority, fixed: fixed,
 		wake: make(chan struct{}), now: time.Now,
 	}
+	if priority == PriorityFull {
+		l.state.PauseEvery = -1
+	}
 	if fixed {
-		l.state = LimitState{Limit: maxLimit, Reason: LimitFixed}
+		l.state = LimitState{Limit: maxLimit, Reason: LimitFixed, PauseEvery: -1}
 	}
 	return l
 }
@@ -441,15 +470,11 @@ func (l *limiter) Status() (int, LimitReason, float64) {
 // Acquire waits until a writer may start.
 func (l *limiter) Acquire(ctx context.Context) error {
 	for {
-		l.mu.Lock()
-		now := l.now()
-		hold := l.holdTill.Sub(now)
-		if hold <= 0 && l.inFlight < l.state.Limit {
-			l.integrate(now)
-			l.inFlight++
-			l.mu.Unlock()
+		ok, hold := l.tryAcquire()
+		if ok {
 			return nil
 		}
+		l.mu.Lock()
 		wake := l.wake
 		l.mu.Unlock()
 		var timer *time.Timer
@@ -470,6 +495,34 @@ func (l *limiter) Acquire(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// tryAcquire takes a slot if a writer may start now; if not, wait is how
+// long until one may (a Retry-After, a pause), or 0 until a write in flight
+// comes back.
+func (l *limiter) tryAcquire() (ok bool, wait time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if hold := l.holdTill.Sub(now); hold > 0 {
+		return false, hold
+	}
+	switch l.phase {
+	case draining, resuming:
+		return false, 0
+	case paused:
+		if wait := l.pauseUntil.Sub(now); wait > 0 {
+			return false, wait
+		}
+		l.phase = resuming // this write ends the pause
+	default:
+		if l.inFlight >= l.state.Limit {
+			return false, 0
+		}
+	}
+	l.integrate(now)
+	l.inFlight++
+	return true, 0
 }
 
 // Hold keeps every writer from starting for d (a Retry-After).
@@ -501,68 +554,149 @@ func (l *limiter) Release(s Signal) {
 			l.holdTill = until
 		}
 	}
-	if s.Revision > 0 {
-		// Every write stored since the window opened counts in the share,
-		// whatever the limit it was sent under. A write of an object
-		// already stored as it would be gives back the object's older
-		// revision: the server stored nothing.
-		l.revision = max(l.revision, s.Revision)
-		if !l.win.Start.IsZero() && s.Revision > l.storedFrom {
-			l.ownStored++
-		}
-	}
-	// A write started before the limit last changed tells about the old
-	// limit: it neither counts in a window nor halves the new limit again
-	// (a burst of 429s halves once, not once per write in flight).
-	if current := !now.Add(-s.Latency).Before(l.changed); !l.fixed && current {
-		switch {
-		case s.Throttled:
+	l.count(now, s)
+	switch {
+	case l.fixed:
+	case l.phase == resuming:
+		l.endPause(now, s)
+	case s.Throttled:
+		// A write started before the limit last changed tells about the
+		// old limit: a burst of 429s halves once, not once per write in
+		// flight.
+		if !now.Add(-s.Latency).Before(l.changed) {
+			l.closing = nil
 			l.decide(now, Window{Start: now, End: now, Throttled: true})
-		case l.win.Start.IsZero():
-			// The first write of the new limit opens the window: from
-			// here on the writes in flight are the new limit's.
-			l.openWindow(now)
-		default:
-			l.win.Writes++
-			l.latencies += s.Latency
-			if l.win.Writes >= max(minWindowWrites, windowWritesPerWriter*l.state.Limit) && now.Sub(l.win.Start) >= minWindowTime {
-				w := l.win
-				w.End = now
-				w.Writers = l.writerTime / now.Sub(w.Start).Seconds()
-				w.Latency = l.latencies / time.Duration(w.Writes)
-				if l.storedFrom > 0 {
-					// The first window has no revision to start from. The
-					// writes still in flight may be stored already, within
-					// this window's revisions, though the engine hears of
-					// them only later: they count as its own here, not as
-					// other clients' (at most the limit's worth; a window
-					// has four writes per writer or more).
-					w.Stored = int64(l.revision - l.storedFrom)
-					w.OwnStored = min(w.Stored, l.ownStored+int64(l.inFlight))
-				}
-				l.rate = w.Rate()
-				l.decide(now, w)
-			}
 		}
+	case l.phase == running:
+		l.measure(now, s)
+	}
+	if l.phase == draining && l.inFlight == 0 {
+		// Every write of the engine's is back: from the last one stored,
+		// the revisions are the others' alone.
+		l.phase, l.pauseFrom, l.pauseStart, l.pauseUntil = paused, l.revision, l.revisionAt, now.Add(pauseLength)
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
 }
 
-// decide applies the rule to a closed window and starts the next one: at
-// once when the limit stayed, with the first write of the new limit when it
-// changed.
+// count takes in the revision a write was stored at: the highest so far,
+// and whose window it counts in as the engine's own. A write of an object
+// already stored as it would be gives back the object's older revision:
+// the server stored nothing.
+func (l *limiter) count(now time.Time, s Signal) {
+	if c := l.closing; c != nil {
+		c.left--
+		if s.Revision > c.from && s.Revision <= c.to {
+			c.own++
+		}
+	}
+	if s.Revision == 0 {
+		return
+	}
+	if s.Revision > l.revision {
+		l.revision, l.revisionAt = s.Revision, now
+	}
+	if !l.win.Start.IsZero() && s.Revision > l.storedFrom {
+		l.ownStored++
+	}
+}
+
+// measure adds a write to the window, closes the window when it has
+// enough, and decides the window closed before once its writes are back.
+func (l *limiter) measure(now time.Time, s Signal) {
+	if c := l.closing; c != nil && (c.left <= 0 || l.inFlight == 0) {
+		l.settle(now)
+	}
+	// A write started before the limit last changed tells about the old
+	// limit and counts in no window.
+	if now.Add(-s.Latency).Before(l.changed) || l.phase != running {
+		return
+	}
+	if l.win.Start.IsZero() {
+		// The first write of the new limit opens the window: from here on
+		// the writes in flight are the new limit's.
+		l.openWindow(now)
+		return
+	}
+	l.win.Writes++
+	l.latencies += s.Latency
+	if l.win.Writes < max(minWindowWrites, windowWritesPerWriter*l.state.Limit) || now.Sub(l.win.Start) < minWindowTime {
+		return
+	}
+	if l.closing != nil {
+		l.settle(now)
+		if l.win.Start.IsZero() || l.phase != running {
+			return // the limit changed, or a pause began
+		}
+	}
+	w := l.win
+	w.End = now
+	w.Writers = l.writerTime / now.Sub(w.Start).Seconds()
+	w.Latency = l.latencies / time.Duration(w.Writes)
+	l.closing = &closingWindow{w: w, from: l.storedFrom, to: l.revision, own: l.ownStored, left: l.inFlight}
+	l.openWindow(now)
+	if l.inFlight == 0 {
+		l.settle(now)
+	}
+}
+
+// settle decides the window closed last. The first window has no revision
+// to start from.
+func (l *limiter) settle(now time.Time) {
+	c := l.closing
+	l.closing = nil
+	w := c.w
+	if c.from > 0 {
+		w.Stored, w.OwnStored = int64(c.to-c.from), min(int64(c.to-c.from), c.own)
+	}
+	l.rate = w.Rate()
+	l.decide(now, w)
+}
+
+// decide applies the rule to a window, and starts a pause when one is due.
+// When the limit changed, the window being measured is dropped: the next
+// opens with the first write of the new limit.
 func (l *limiter) decide(now time.Time, w Window) {
 	l.lastWindow = w
 	next := NextLimit(l.state, w, l.priority, l.maxLimit)
-	if l.onChange != nil && (next.Limit != l.state.Limit || next.Reason != l.state.Reason) {
-		l.onChange(next.Limit, next.Reason, l.rate)
-	}
-	l.win = Window{}
 	if next.Limit != l.state.Limit {
 		l.changed = now
-	} else {
-		l.openWindow(now)
+		l.win = Window{}
+	}
+	if next.PauseEvery >= 0 && l.phase == running && l.revision > 0 && !w.Throttled &&
+		(l.lastPause.IsZero() || now.Sub(l.lastPause) >= next.PauseEvery) {
+		next.Reason = LimitPausing
+		l.phase, l.win, l.closing = draining, Window{}, nil
+	}
+	l.setState(next)
+}
+
+// endPause takes in the write that ended a pause: the revisions between
+// the engine's last write before it and this one were the others', alone.
+func (l *limiter) endPause(now time.Time, s Signal) {
+	l.phase, l.lastPause, l.changed, l.win = running, now, now, Window{}
+	switch {
+	case s.Throttled:
+		l.decide(now, Window{Start: now, End: now, Throttled: true})
+	case s.Revision > l.pauseFrom && l.pauseFrom > 0:
+		l.decide(now, Window{Start: l.pauseStart, End: now, Paused: true, Writes: 1,
+			Stored: int64(s.Revision - l.pauseFrom), OwnStored: 1})
+	default:
+		// Nothing stored: no measure this time; the next pause is due
+		// as if it had found others writing.
+		next := l.state
+		next.Reason = LimitHolding
+		if next.PauseEvery == 0 {
+			next.PauseEvery = pauseEvery
+		}
+		l.setState(next)
+	}
+}
+
+// setState moves to the rule's next state, and tells Options.OnLimit.
+func (l *limiter) setState(next LimitState) {
+	if l.onChange != nil && (next.Limit != l.state.Limit || next.Reason != l.state.Reason) {
+		l.onChange(next.Limit, next.Reason, l.rate)
 	}
 	l.state = next
 }
@@ -573,7 +707,7 @@ func (l *limiter) restartWindow() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.changed = l.now()
-	l.win = Window{}
+	l.win, l.closing = Window{}, nil
 }
 
 // openWindow starts measuring a window at now.

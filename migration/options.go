@@ -71,8 +71,9 @@ type Options struct {
 	// adapting, for measurements.
 	FixedConcurrency bool
 	// Priority is how much of the API server the adaptive limit takes:
-	// PriorityBackground (when empty) yields to other clients,
-	// PriorityFull takes the server's full speed (see NextLimit).
+	// PriorityBackground (when empty) keeps other clients' write rate at 55%
+	// or more of their rate alone, PriorityFull takes the server's full
+	// speed (see NextLimit).
 	Priority Priority
 	// PageSize is the LIST limit.
 	PageSize int64
@@ -145,8 +146,9 @@ type Progress struct {
 	CaughtUp int64
 	// Writers is the adaptive limit on writes in flight when reported.
 	Writers int
-	// WritersReason says what the limit is doing: probing a step, holding,
-	// backing off after a throttle (or fixed).
+	// WritersReason says what the limit is doing: stepping up, holding,
+	// backing off after a throttle, yielding to other clients, pausing to
+	// measure them (or fixed).
 	WritersReason LimitReason
 	// WriteRate is the engine's writes per second over the last window the
 	// limit was measured on (0 before the first).

@@ -55,17 +55,17 @@ const FleetLabel = "graduator.io/fleet"
 type Priority string
 
 const (
-	// PriorityBackground yields to other clients: the number of writers in
-	// flight grows only while a step up buys the migration at least half
-	// that step in its own rate. On an idle API server it stops at the knee
-	// of the server's rate/writers curve; next to a client with F writers
-	// in flight it stops near F, so that client keeps about half of what it
-	// had. The default.
+	// PriorityBackground keeps other clients' write rate at 55% or more of
+	// what they write without the migration, measured by pausing it for a
+	// quarter of a second now and then; a client that writes at its own pace
+	// and keeps it costs the migration nothing. On an API server other
+	// clients barely write to, it is Full. Readers are invisible to it: API
+	// Priority and Fairness arbitrates them. The default.
 	PriorityBackground Priority = "Background"
 	// PriorityFull takes the server's full speed, for maintenance windows:
-	// writers grow while the migration's rate rises at all, up to
-	// concurrency, whatever that costs other clients (which keep about
-	// F / (F + concurrency) of their rate on a busy server).
+	// writers climb to concurrency and come down only when the server
+	// throttles (429), fails (5xx, timeouts) or its throughput collapses,
+	// whatever that costs other clients.
 	PriorityFull Priority = "Full"
 )
 
@@ -316,13 +316,12 @@ type MigrationSettings struct {
 	// +kubebuilder:default=Object
 	WriteTo WriteTarget `json:"writeTo,omitempty"`
 	// Priority is how much of the API server the migration takes.
-	// Background (the default) is polite: the migration adds writers only
-	// while each step up buys it at least half that step in its own rate,
-	// which stops at the knee of an idle server and near a fair share next
-	// to other clients. Full takes the server's full speed (writers grow
-	// while the rate rises at all, up to concurrency), for maintenance
-	// windows: other clients then keep only what the API server's
-	// Priority and Fairness leaves them.
+	// Background (the default) is polite: other clients keep 55% or more of
+	// the write rate they have without the migration (measured by pausing it
+	// briefly now and then), and on a server others barely write to it is
+	// Full. Full takes the server's full speed (writers climb to
+	// concurrency), for maintenance windows: other clients then keep only
+	// what the API server's Priority and Fairness leaves them.
 	// +optional
 	// +kubebuilder:default=Background
 	Priority Priority `json:"priority,omitempty"`
@@ -519,10 +518,12 @@ type MigrationStatus struct {
 	// +optional
 	Writers int32 `json:"writers,omitempty"`
 	// WritersReason says what the limit was doing when last reported:
-	// Probing (trying a step), Holding (waiting before the next probe),
-	// BackingOff (halved after a 429, 5xx or timeout), Yielding (came down
-	// a step: other clients write, and the engine took more than half of
-	// the writes the API server stored) or Fixed.
+	// Probing (stepping up), Holding (at the bound, where other clients keep
+	// their share, or waiting after a throttle), BackingOff (halved after a
+	// 429, 5xx, timeout or a collapse of the server's throughput), Yielding
+	// (came down: other clients wrote less than 57% of their rate without
+	// the migration), Pausing (paused a moment to measure the other clients
+	// alone) or Fixed.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	WritersReason string `json:"writersReason,omitempty"`

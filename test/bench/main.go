@@ -30,10 +30,13 @@ limitations under the License.
 //   - curve: the engine at 1 to 64 fixed writers on small and 16 KB
 //     objects (-curve-n each), the throughput the adaptive limit chooses
 //     among and the knee.
-//   - polite: each round, a closed-loop foreground client's write
-//     throughput and latency alone and while the engine migrates at its
-//     defaults; then an open-loop foreground (100 writes/s) alone and
-//     during a migration, and its latency.
+//   - polite: each round, the engine at its defaults on an idle server (its
+//     rate, the share of the run spent pausing); closed-loop foreground
+//     clients of 8, 1 and 32 writers, each alone, while the engine migrates
+//     at its defaults, and alone again (the share of their rate they keep,
+//     the engine's rate beside them); then a client paced at 100 writes/s,
+//     alone and during a migration (its rate, its p99 latency, the
+//     engine's rate beside it). The ratios are taken within each round.
 //   - intree: the in-tree StorageVersionMigration (kube-controller-manager's
 //     migrator, started for the section) against the engine at its
 //     defaults, on N small objects each round.

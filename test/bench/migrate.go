@@ -82,6 +82,7 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 	// a burst of load from elsewhere on the machine falls on all of them
 	// alike; a contender's rate is its objects over its time in all rounds.
 	elapsed := make([]time.Duration, len(contenders))
+	perRound := make([][]time.Duration, len(contenders))
 	for round := range b.opts.rounds {
 		for k := range contenders {
 			i := (k + round) % len(contenders)
@@ -96,6 +97,7 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 			}
 			took := time.Since(start)
 			elapsed[i] += took
+			perRound[i] = append(perRound[i], took)
 			fmt.Printf("%-42s %8.0f objects/s  (%s, round %d)\n", ct.name, float64(n)/took.Seconds(), took.Round(time.Millisecond), round+1)
 			if err := b.drop(ctx, gvr.Group); err != nil {
 				return err
@@ -114,7 +116,25 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 	fmt.Printf("engine (priority Full) / baseline: %.2fx    engine (priority Full) / ceiling: %.0f%%\n", rates[1]/baseline, 100*rates[1]/ceil)
 	fmt.Printf("engine (fixed 64) / baseline: %.2fx    engine (fixed 64) / ceiling: %.0f%%\n", rates[2]/baseline, 100*rates[2]/ceil)
 	fmt.Printf("engine (defaults), where the limit settled each round: %v (max/min %.2f)\n", settled, spread(settled))
+	// The same ratios round by round: each against the ceiling measured in
+	// its own round.
+	for _, i := range []int{0, 1, 2} {
+		var ratios []float64
+		for round := range perRound[i] {
+			ratios = append(ratios, perRound[4][round].Seconds()/perRound[i][round].Seconds())
+		}
+		fmt.Printf("%s / same round's ceiling, each round: %s; %s\n", contenders[i].name, percents(ratios), median(ratios))
+	}
 	return nil
+}
+
+// median is the median of fs and their range, as percents.
+func median(fs []float64) string {
+	if len(fs) == 0 {
+		return "no rounds"
+	}
+	sorted := slices.Sorted(slices.Values(fs))
+	return fmt.Sprintf("median %.0f%% (range %.0f%%-%.0f%%)", 100*sorted[len(sorted)/2], 100*sorted[0], 100*sorted[len(sorted)-1])
 }
 
 // spread is max/min of where limits settled: how repeatable they are.

@@ -36,20 +36,26 @@ import (
 	"github.com/graduator/graduator/test/envtestutil"
 )
 
-const (
-	foregroundWriters = 8
-	foregroundObjects = 64
-)
+// foregroundObjects is how many objects of its own CRD the foreground
+// writes.
+const foregroundObjects = 64
 
-// polite measures a foreground client (8 writers, each merge-patching its
-// own objects of another CRD in a loop) alone, then while the engine
-// migrates N small objects at its defaults, then alone again, once a round;
-// then an open-loop foreground (a fixed rate of writes) alone and during a
-// migration.
+// foregroundSizes are the closed-loop foregrounds measured, the first (8
+// writers) the one the targets and the plots are about.
+var foregroundSizes = []int{8, 1, 32}
+
+// polite measures, each round: the engine at its defaults on an idle server
+// (its rate, the share of the run it spent pausing); for each of
+// foregroundSizes, a closed-loop foreground client (writers merge-patching
+// their own objects of another CRD in a loop) alone, while the engine
+// migrates N small objects at its defaults, and alone again; then a client
+// paced at openLoopRate writes a second, alone and during a migration.
+// Every ratio is taken within its round; the summary gives the median and
+// range over the rounds.
 func (b *bench) polite(ctx context.Context) error {
 	n := b.opts.n
-	fmt.Printf("\n== politeness: %d foreground writers (merge patches to another CRD) vs the engine at its defaults, N=%d, %d rounds ==\n",
-		foregroundWriters, n, b.opts.rounds)
+	fmt.Printf("\n== politeness: closed-loop foregrounds of %v writers and a client paced at %d writes/s (merge patches to another CRD) vs the engine at its defaults, N=%d, %d rounds ==\n",
+		foregroundSizes, openLoopRate, n, b.opts.rounds)
 	b.groups++
 	fgGroup := fmt.Sprintf("fg%d.bench.graduator.io", b.groups)
 	fg, err := b.widgetCRD(ctx, fgGroup)
@@ -57,17 +63,87 @@ func (b *bench) polite(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = b.drop(context.WithoutCancel(ctx), fgGroup) }()
-	if err := envtestutil.CreateObjects(ctx, b.dyn, fg, foregroundObjects, foregroundWriters, func(i int) *unstructured.Unstructured {
+	if err := envtestutil.CreateObjects(ctx, b.dyn, fg, foregroundObjects, 8, func(i int) *unstructured.Unstructured {
 		return envtestutil.Widget(fg, "default", fmt.Sprintf("fg-%03d", i), map[string]any{"color": "red", "size": int64(0), "notes": smallNotes})
 	}); err != nil {
 		return err
 	}
+	var (
+		idlePaused              []float64
+		kept                    = map[int][]float64{}
+		beside                  = map[int][]float64{}
+		pacedKept, pacedP99     []float64
+		pacedEngine             []float64
+		alone8, sharing8        latencies
+		pacedAlone, pacedDuring latencies
+	)
+	for round := range b.opts.rounds {
+		fmt.Printf("-- round %d --\n", round+1)
+		idle, share, err := b.politeIdle(ctx)
+		if err != nil {
+			return err
+		}
+		idlePaused = append(idlePaused, share)
+		for _, writers := range foregroundSizes {
+			alone, sharing := &latencies{}, &latencies{}
+			if writers == 8 {
+				alone, sharing = &alone8, &sharing8
+			}
+			k, engineRate, err := b.besideClosedLoop(ctx, fg, writers, round, alone, sharing)
+			if err != nil {
+				return err
+			}
+			kept[writers] = append(kept[writers], k)
+			beside[writers] = append(beside[writers], engineRate/idle)
+		}
+		rateKept, p99, engineRate, err := b.besidePaced(ctx, fg, &pacedAlone, &pacedDuring)
+		if err != nil {
+			return err
+		}
+		pacedKept = append(pacedKept, rateKept)
+		pacedEngine = append(pacedEngine, engineRate/idle)
+		pacedP99 = append(pacedP99, p99)
+	}
+	fmt.Printf("\n-- politeness, %d rounds (each ratio within its round) --\n", b.opts.rounds)
+	fmt.Printf("idle, the share of the run spent pausing: %s; %s\n", percents(idlePaused), median(idlePaused))
+	for _, writers := range foregroundSizes {
+		fmt.Printf("%2d-writer closed-loop foreground kept: %s; %s (least %.0f%%); the engine beside it at %s of its idle rate\n",
+			writers, percents(kept[writers]), median(kept[writers]), 100*slices.Min(kept[writers]), median(beside[writers]))
+	}
+	fmt.Printf("8-writer foreground write latency alone: %s; while the engine migrates: %s\n", &alone8, &sharing8)
+	fmt.Printf("paced client (%d writes/s) kept: %s; %s; p99 during / alone, each round: %s; the engine beside it at %s of its idle rate\n",
+		openLoopRate, percents(pacedKept), median(pacedKept), ratios(pacedP99), median(pacedEngine))
+	fmt.Printf("paced client latency alone: %s; while the engine migrates: %s\n", &pacedAlone, &pacedDuring)
+	return nil
+}
 
-	solo := func(label string, lat *latencies) (float64, error) {
+// politeIdle migrates N small objects at the defaults on an otherwise idle
+// server: the engine's idle rate, and the share of the run spent pausing.
+func (b *bench) politeIdle(ctx context.Context) (float64, float64, error) {
+	gvr, err := b.population(ctx, b.opts.n, smallNotes)
+	if err != nil {
+		return 0, 0, err
+	}
+	t := newTrace(migration.InitialLimit)
+	if err := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg})); err != nil {
+		return 0, 0, fmt.Errorf("engine: %w", err)
+	}
+	t.done()
+	rate := float64(b.opts.n) / t.end.Seconds()
+	share, pauses := t.paused()
+	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n", "engine (defaults), idle", rate, t, pauses, 100*share)
+	return rate, share, b.drop(ctx, gvr.Group)
+}
+
+// besideClosedLoop runs a closed-loop foreground of writers alone, while
+// the engine migrates N small objects at its defaults, and alone again: the
+// share of its rate alone it kept, and the engine's rate.
+func (b *bench) besideClosedLoop(ctx context.Context, fg schema.GroupVersionResource, writers, round int, alone, sharing *latencies) (float64, float64, error) {
+	solo := func(label string) (float64, error) {
 		fctx, cancel := context.WithTimeout(ctx, b.opts.politeFor)
 		defer cancel()
 		start := time.Now()
-		writes, err := foreground(fctx, b.dyn, fg, lat, nil)
+		writes, err := foreground(fctx, b.dyn, fg, writers, alone, nil)
 		elapsed := time.Since(start)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 			return 0, err
@@ -76,118 +152,118 @@ func (b *bench) polite(ctx context.Context) error {
 		fmt.Printf("%-42s %8.0f writes/s   (%d writes in %s)\n", label, rate, writes, elapsed.Round(time.Millisecond))
 		return rate, ctx.Err()
 	}
-	var (
-		kept           []float64
-		settled        []int
-		alone, sharing latencies
-	)
-	for round := range b.opts.rounds {
-		fmt.Printf("-- round %d --\n", round+1)
-		gvr, err := b.population(ctx, n, smallNotes)
-		if err != nil {
-			return err
-		}
-		before, err := solo("foreground alone, before", &alone)
-		if err != nil {
-			return err
-		}
-		// The foreground runs exactly as long as the engine.
-		fctx, cancel := context.WithCancel(ctx)
-		var (
-			writes int64
-			fgErr  error
-			done   = make(chan struct{})
-		)
-		t := newTrace(migration.InitialLimit)
-		fgWrites := newCounter(t.start)
-		go func() {
-			defer close(done)
-			writes, fgErr = foreground(fctx, b.dyn, fg, &sharing, fgWrites)
-		}()
-		engineErr := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
-		t.done()
-		elapsed := time.Since(t.start)
-		cancel()
-		<-done
-		if engineErr != nil {
-			return fmt.Errorf("engine: %w", engineErr)
-		}
-		if fgErr != nil && !errors.Is(fgErr, context.Canceled) {
-			return fmt.Errorf("foreground: %w", fgErr)
-		}
-		during := float64(writes) / elapsed.Seconds()
-		fmt.Printf("%-42s %8.0f writes/s   (%d writes in %s)\n", "foreground while the engine migrates", during, writes, elapsed.Round(time.Millisecond))
-		fmt.Printf("%-42s %8.0f objects/s  (%d objects in %s)\n", "engine (defaults) meanwhile", float64(n)/elapsed.Seconds(), n, elapsed.Round(time.Millisecond))
-		fmt.Printf("  (adaptive writer limit: %s)\n", t)
-		fmt.Printf("  (the engine's share of the writes meanwhile: %.0f%%)\n", 100*float64(n)/(float64(n)+float64(writes)))
-		settled = append(settled, t.settled())
-		if err := b.drop(ctx, gvr.Group); err != nil {
-			return err
-		}
-		after, err := solo("foreground alone, after", &alone)
-		if err != nil {
-			return err
-		}
-		k := during / ((before + after) / 2)
-		kept = append(kept, k)
-		fmt.Printf("foreground throughput kept while the engine migrates: %.0f%% of its mean rate alone (%.0f%% of before, %.0f%% of after)\n",
-			100*k, 100*during/before, 100*during/after)
-		if round == 0 {
-			if err := b.timelinePlots("polite", "The engine at its defaults beside an 8-writer foreground", t, fgWrites); err != nil {
-				return err
-			}
-		}
-	}
-	fmt.Printf("foreground kept, each round: %s (least %.0f%%)\n", percents(kept), 100*slices.Min(kept))
-	fmt.Printf("engine beside the foreground, where the limit settled each round: %v (max/min %.2f)\n", settled, spread(settled))
-	fmt.Printf("foreground write latency alone: %s; while the engine migrates: %s\n", &alone, &sharing)
-	return b.openLoop(ctx, fg)
-}
-
-// openLoopRate is the open-loop foreground's writes per second.
-const openLoopRate = 100
-
-// openLoop sends openLoopRate writes a second to fg, whatever their
-// latency (as a controller reacting to events does), alone and then while
-// the engine migrates N small objects, and reports their latency.
-func (b *bench) openLoop(ctx context.Context, fg schema.GroupVersionResource) error {
-	fmt.Printf("\n== an open-loop foreground: %d writes/s, alone and while the engine migrates ==\n", openLoopRate)
-	var alone, sharing latencies
-	fctx, cancel := context.WithTimeout(ctx, b.opts.politeFor)
-	sent, err := paced(fctx, b.dyn, fg, &alone)
-	cancel()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("alone: %d writes over %s; latency %s\n", sent, b.opts.politeFor, &alone)
 	gvr, err := b.population(ctx, b.opts.n, smallNotes)
 	if err != nil {
-		return err
+		return 0, 0, err
+	}
+	before, err := solo(fmt.Sprintf("%d-writer foreground alone, before", writers))
+	if err != nil {
+		return 0, 0, err
+	}
+	// The foreground runs exactly as long as the engine.
+	fctx, cancel := context.WithCancel(ctx)
+	var (
+		writes int64
+		fgErr  error
+		done   = make(chan struct{})
+	)
+	t := newTrace(migration.InitialLimit)
+	fgWrites := newCounter(t.start)
+	go func() {
+		defer close(done)
+		writes, fgErr = foreground(fctx, b.dyn, fg, writers, sharing, fgWrites)
+	}()
+	engineErr := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
+	t.done()
+	elapsed := time.Since(t.start)
+	cancel()
+	<-done
+	if engineErr != nil {
+		return 0, 0, fmt.Errorf("engine: %w", engineErr)
+	}
+	if fgErr != nil && !errors.Is(fgErr, context.Canceled) {
+		return 0, 0, fmt.Errorf("foreground: %w", fgErr)
+	}
+	during := float64(writes) / elapsed.Seconds()
+	engineRate := float64(b.opts.n) / elapsed.Seconds()
+	share, pauses := t.paused()
+	fmt.Printf("%-42s %8.0f writes/s   (%d writes in %s)\n", fmt.Sprintf("%d-writer foreground during", writers), during, writes, elapsed.Round(time.Millisecond))
+	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n", "engine (defaults) meanwhile", engineRate, t, pauses, 100*share)
+	if err := b.drop(ctx, gvr.Group); err != nil {
+		return 0, 0, err
+	}
+	after, err := solo(fmt.Sprintf("%d-writer foreground alone, after", writers))
+	if err != nil {
+		return 0, 0, err
+	}
+	k := during / ((before + after) / 2)
+	fmt.Printf("%d-writer foreground kept: %.0f%% of its mean rate alone (%.0f%% of before, %.0f%% of after)\n",
+		writers, 100*k, 100*during/before, 100*during/after)
+	if round == 0 && writers == foregroundSizes[0] {
+		if err := b.timelinePlots("polite", fmt.Sprintf("The engine at its defaults beside a %d-writer foreground", writers), t, fgWrites); err != nil {
+			return 0, 0, err
+		}
+	}
+	return k, engineRate, nil
+}
+
+// openLoopRate is the paced client's writes per second.
+const openLoopRate = 100
+
+// besidePaced sends openLoopRate writes a second to fg, whatever their
+// latency (as a controller reacting to events does), alone and then while
+// the engine migrates N small objects: the share of its rate it kept, its
+// p99 latency during against alone, and the engine's rate. Its latencies
+// are added to alone and sharing.
+func (b *bench) besidePaced(ctx context.Context, fg schema.GroupVersionResource, alone, sharing *latencies) (float64, float64, float64, error) {
+	fctx, cancel := context.WithTimeout(ctx, b.opts.politeFor)
+	solo := &latencies{}
+	sent, err := paced(fctx, b.dyn, fg, solo)
+	cancel()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, d := range solo.d {
+		alone.add(d)
+	}
+	fmt.Printf("paced client alone: %d writes over %s\n", sent, b.opts.politeFor)
+	gvr, err := b.population(ctx, b.opts.n, smallNotes)
+	if err != nil {
+		return 0, 0, 0, err
 	}
 	fctx, cancel = context.WithCancel(ctx)
 	var (
-		fgSent int
+		during = &latencies{}
 		fgErr  error
 		done   = make(chan struct{})
 	)
 	go func() {
 		defer close(done)
-		fgSent, fgErr = paced(fctx, b.dyn, fg, &sharing)
+		_, fgErr = paced(fctx, b.dyn, fg, during)
 	}()
-	start := time.Now()
-	engineErr := engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg})
-	elapsed := time.Since(start)
+	t := newTrace(migration.InitialLimit)
+	engineErr := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
+	t.done()
+	elapsed := time.Since(t.start)
 	cancel()
 	<-done
 	if engineErr != nil {
-		return fmt.Errorf("engine: %w", engineErr)
+		return 0, 0, 0, fmt.Errorf("engine: %w", engineErr)
 	}
 	if fgErr != nil {
-		return fmt.Errorf("open-loop foreground: %w", fgErr)
+		return 0, 0, 0, fmt.Errorf("paced client: %w", fgErr)
 	}
-	fmt.Printf("while the engine migrates (%.0f objects/s): %d writes over %s; latency %s\n",
-		float64(b.opts.n)/elapsed.Seconds(), fgSent, elapsed.Round(time.Millisecond), &sharing)
-	return b.drop(ctx, gvr.Group)
+	for _, d := range during.d {
+		sharing.add(d)
+	}
+	acked := float64(len(during.d)) / elapsed.Seconds()
+	engineRate := float64(b.opts.n) / elapsed.Seconds()
+	share, pauses := t.paused()
+	fmt.Printf("paced client while the engine migrates: %.0f writes/s acknowledged over %s; latency %s (alone %s)\n",
+		acked, elapsed.Round(time.Millisecond), during, solo)
+	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n", "engine (defaults) meanwhile", engineRate, t, pauses, 100*share)
+	p99 := during.quantile(0.99).Seconds() / solo.quantile(0.99).Seconds()
+	return acked / openLoopRate, p99, engineRate, b.drop(ctx, gvr.Group)
 }
 
 // paced sends openLoopRate writes a second to the foreground objects until
@@ -262,6 +338,16 @@ func (l *latencies) String() string {
 	return fmt.Sprintf("p50 %s, p99 %s", l.quantile(0.5).Round(100*time.Microsecond), l.quantile(0.99).Round(100*time.Microsecond))
 }
 
+// ratios prints fs as ratios, with their median.
+func ratios(fs []float64) string {
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, fmt.Sprintf("%.1fx", f))
+	}
+	sorted := slices.Sorted(slices.Values(fs))
+	return fmt.Sprintf("%s (median %.1fx)", strings.Join(parts, ", "), sorted[len(sorted)/2])
+}
+
 func percents(fs []float64) string {
 	var parts []string
 	for _, f := range fs {
@@ -270,22 +356,22 @@ func percents(fs []float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// foreground runs foregroundWriters writers, each merge-patching its own
-// share of the objects of gvr in a loop until ctx is done, and returns the
-// writes the API server acknowledged, recording each one's latency (and
-// counting it in c, when set).
-func foreground(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, lat *latencies, c *counter) (int64, error) {
+// foreground runs writers writers, each merge-patching its own share of the
+// objects of gvr in a loop until ctx is done, and returns the writes the API
+// server acknowledged, recording each one's latency (and counting it in c,
+// when set).
+func foreground(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, writers int, lat *latencies, c *counter) (int64, error) {
 	var (
 		writes atomic.Int64
 		wg     sync.WaitGroup
-		errs   = make(chan error, foregroundWriters)
+		errs   = make(chan error, writers)
 	)
-	for w := range foregroundWriters {
+	for w := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := 0; ; k++ {
-				i := w + (k*foregroundWriters)%foregroundObjects
+				i := (w + k*writers) % foregroundObjects
 				patch := fmt.Appendf(nil, `{"spec":{"size":%d}}`, k)
 				start := time.Now()
 				_, err := dyn.Resource(gvr).Namespace("default").

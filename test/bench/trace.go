@@ -163,3 +163,28 @@ func (t *trace) String() string {
 	return fmt.Sprintf("settled at %d (time-weighted median of the second half), %d changes, last %d (%s, %.0f writes/s)",
 		t.settled(), changes, last.limit, last.reason, rate)
 }
+
+// paused is the share of the run the engine spent pausing to measure the
+// others alone (its writes in flight finishing, the pause, the write that
+// ends it), and how many pauses.
+func (t *trace) paused() (float64, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var in time.Duration
+	n := 0
+	for i, l := range t.limits {
+		if l.reason != migration.LimitPausing {
+			continue
+		}
+		n++
+		until := t.end
+		if i+1 < len(t.limits) {
+			until = t.limits[i+1].at
+		}
+		in += until - l.at
+	}
+	if t.end <= 0 {
+		return 0, n
+	}
+	return in.Seconds() / t.end.Seconds(), n
+}

@@ -158,10 +158,9 @@ var _ = Describe("The invariant: nothing counts as migrated unless the API serve
 		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v2": n}))
 
 		Expect(before).NotTo(BeEmpty())
-		// The limit probes a step up once a window is measured; whether the
-		// step stays depends on how much rate it bought (a busy machine may
-		// refuse it), so the probe is what is asserted.
-		Expect(slices.Max(before)).To(BeNumerically(">", 4), "the limit probed a step up while the server kept up")
+		// The limit starts at 8 writers and, once a pause has found the
+		// server idle, climbs towards the bound: above 4 either way.
+		Expect(slices.Max(before)).To(BeNumerically(">", 4), "the limit is up while the server keeps up")
 		// Three seconds of 429 with Retry-After: 1. Unthrottled, the run sends
 		// hundreds of writes a second; held back, a few per second.
 		Expect(throttled.Load()).To(BeNumerically("<", 60), "writers wait for Retry-After instead of hammering")
