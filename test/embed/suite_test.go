@@ -30,12 +30,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/graduator/graduator/crdmigrate"
 	"github.com/graduator/graduator/graduationtest"
@@ -82,26 +79,9 @@ func startManager(opts crdmigrate.Options) { startManagerAs(env.Config, opts) }
 // startManagerAs is startManager with the manager authenticated by cfg.
 func startManagerAs(cfg *rest.Config, opts crdmigrate.Options) {
 	GinkgoHelper()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Each spec starts a manager of its own in this one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := envtestutil.StartManager(cfg, env.Scheme, func(m ctrl.Manager) error { return crdmigrate.Add(m, opts) })
 	Expect(err).NotTo(HaveOccurred())
-	Expect(crdmigrate.Add(mgr, opts)).To(Succeed())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-	DeferCleanup(func() {
-		cancel()
-		Eventually(done).WithTimeout(time.Minute).Should(BeClosed())
-	})
+	DeferCleanup(func() { Expect(mgr.Stop()).To(Succeed()) })
 }
 
 func getCRD(ctx context.Context, name string) *apiextensionsv1.CustomResourceDefinition {

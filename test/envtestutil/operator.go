@@ -32,8 +32,9 @@ import (
 	"github.com/graduator/graduator/controllers"
 )
 
-// Operator is Graduator's manager running in the test process, wired as the
-// binary wires it (controllers.CacheOptions, controllers.Setup).
+// Operator is a manager running in the test process: Graduator's, wired as
+// the binary wires it (controllers.CacheOptions, controllers.Setup), or a
+// plain one (StartManager).
 type Operator struct {
 	cancel   context.CancelFunc
 	done     chan error
@@ -45,19 +46,32 @@ type Operator struct {
 // user (wrap cfg's transport to observe or fault its requests), without
 // metrics or probe servers, until Stop.
 func StartOperator(cfg *rest.Config, scheme *runtime.Scheme) (*Operator, error) {
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  controllers.CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		// Specs start and stop several managers in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	return startManager(cfg, ctrl.Options{Scheme: scheme, Cache: controllers.CacheOptions()}, func(mgr ctrl.Manager) error {
+		if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2}); err != nil {
+			return fmt.Errorf("set up the controllers: %w", err)
+		}
+		return nil
 	})
+}
+
+// StartManager starts a plain manager with what add puts into it (an
+// operator that embeds crdmigrate, say), without metrics or probe servers,
+// until Stop.
+func StartManager(cfg *rest.Config, scheme *runtime.Scheme, add func(ctrl.Manager) error) (*Operator, error) {
+	return startManager(cfg, ctrl.Options{Scheme: scheme}, add)
+}
+
+func startManager(cfg *rest.Config, opts ctrl.Options, add func(ctrl.Manager) error) (*Operator, error) {
+	opts.Metrics = metricsserver.Options{BindAddress: "0"}
+	opts.HealthProbeBindAddress = "0"
+	// Specs start and stop several managers in one process.
+	opts.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("create the manager: %w", err)
 	}
-	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2}); err != nil {
-		return nil, fmt.Errorf("set up the controllers: %w", err)
+	if err := add(mgr); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	o := &Operator{cancel: cancel, done: make(chan error, 1)}

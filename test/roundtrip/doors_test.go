@@ -30,11 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/crdmigrate"
@@ -173,21 +170,10 @@ func startOperator() {
 // operator that embeds it would, until the spec ends.
 func startCRDMigrate(opts crdmigrate.Options) {
 	GinkgoHelper()
-	mgr, err := ctrl.NewManager(rest.CopyConfig(env.Config), ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	mgr, err := envtestutil.StartManager(rest.CopyConfig(env.Config), env.Scheme,
+		func(m ctrl.Manager) error { return crdmigrate.Add(m, opts) })
 	Expect(err).NotTo(HaveOccurred())
-	Expect(crdmigrate.Add(mgr, opts)).To(Succeed())
-	mgrCtx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	DeferCleanup(func() {
-		cancel()
-		Eventually(done).WithTimeout(time.Minute).Should(Receive(BeNil()))
-	})
+	DeferCleanup(func() { Expect(mgr.Stop()).To(Succeed()) })
 }
 
 // createPolicy creates the policy named after g's CRD, with a short settle
