@@ -146,6 +146,15 @@ var _ = Describe("The Helm chart's RBAC, with the manager running as its Service
 			}
 
 			user := "system:serviceaccount:" + namespace + ":" + serviceAccount
+			// The API server's RBAC authorizer reads roles and bindings
+			// through informers: a grant just created is seen a moment
+			// later. Wait until the aggregated migrate rule is in force, so
+			// that a denial below is the chart's and not the informer's lag.
+			By("waiting until " + user + " may patch widgets of the granted group")
+			Eventually(func(ctx context.Context) bool {
+				return may(ctx, user, namespace, authorizationv1.ResourceAttributes{Verb: "patch", Group: granted, Resource: "widgets", Namespace: "default"})
+			}).WithContext(ctx).WithTimeout(30*time.Second).Should(BeTrue(), "the chart's migrate rule reaches the authorizer")
+
 			By("a SubjectAccessReview: may " + user + " get Secrets?")
 			secretsAllowed := may(ctx, user, namespace, authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: namespace})
 			if allGroups {
