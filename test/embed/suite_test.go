@@ -95,18 +95,10 @@ func storedVersions(ctx context.Context, name string) func() []string {
 	return func() []string { return getCRD(ctx, name).Status.StoredVersions }
 }
 
-// crdEvents returns the reasons and notes of the Events about the CRD.
-func crdEvents(ctx context.Context, name string) func() []eventsv1.Event {
-	return func() []eventsv1.Event {
-		var list eventsv1.EventList
-		Expect(env.Client.List(ctx, &list)).To(Succeed())
-		var out []eventsv1.Event
-		for _, e := range list.Items {
-			if e.Regarding.Kind == "CustomResourceDefinition" && e.Regarding.Name == name {
-				out = append(out, e)
-			}
-		}
-		return out
+// crdEvents returns the Events about the CRD.
+func crdEvents(ctx context.Context, name string) func() ([]eventsv1.Event, error) {
+	return func() ([]eventsv1.Event, error) {
+		return envtestutil.EventsAbout(ctx, env.Client, "CustomResourceDefinition", name)
 	}
 }
 

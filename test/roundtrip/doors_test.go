@@ -280,24 +280,14 @@ func (g gadgets) convertWith(ctx context.Context, w webhookProcess) {
 
 // policyEvents and crdEvents return the Events about the policy or the CRD
 // named name.
-func policyEvents(ctx context.Context, name string) func() []eventsv1.Event {
-	return eventsAbout(ctx, "CRDVersionPolicy", name)
+func policyEvents(ctx context.Context, name string) func() ([]eventsv1.Event, error) {
+	return func() ([]eventsv1.Event, error) {
+		return envtestutil.EventsAbout(ctx, env.Client, "CRDVersionPolicy", name)
+	}
 }
 
-func crdEvents(ctx context.Context, name string) func() []eventsv1.Event {
-	return eventsAbout(ctx, "CustomResourceDefinition", name)
-}
-
-func eventsAbout(ctx context.Context, kind, name string) func() []eventsv1.Event {
-	return func() []eventsv1.Event {
-		var list eventsv1.EventList
-		Expect(env.Client.List(ctx, &list)).To(Succeed())
-		var out []eventsv1.Event
-		for _, e := range list.Items {
-			if e.Regarding.Kind == kind && e.Regarding.Name == name {
-				out = append(out, e)
-			}
-		}
-		return out
+func crdEvents(ctx context.Context, name string) func() ([]eventsv1.Event, error) {
+	return func() ([]eventsv1.Event, error) {
+		return envtestutil.EventsAbout(ctx, env.Client, "CustomResourceDefinition", name)
 	}
 }
