@@ -111,6 +111,8 @@ type options struct {
 	plots         string
 	curveN        int
 	scaleNs       []int
+	scaleCeiling  time.Duration
+	scaleOperator int
 	watchCache    bool
 }
 
@@ -136,6 +138,8 @@ func main() {
 	flag.StringVar(&o.cliPkg, "cli-pkg", "./cmd/graduator", "snapshot section: the package `go build` builds the CLI from (run from the module root).")
 	flag.IntVar(&o.curveN, "curve-n", 2000, "curve section: objects per population at each writer count.")
 	scaleNs := flag.String("scale-ns", "6000,100000", "scale section: the population sizes measured, ascending.")
+	flag.DurationVar(&o.scaleCeiling, "scale-ceiling-for", 3*time.Minute, "scale section: the 64-writer ceiling writes for at most this long at each N and its rate is taken over what it wrote (0: the whole population).")
+	flag.IntVar(&o.scaleOperator, "scale-operator-max", 0, "scale section: the largest N the operator is measured at (0: every N); above it the row shows no operator figures.")
 	flag.BoolVar(&o.watchCache, "watch-cache", true, "kube-apiserver's --watch-cache. Off, its memory no longer grows with the objects stored (about 6.5 GB at 100,000 small objects with it on): `make bench-scale` turns it off for 1,000,000.")
 	flag.StringVar(&o.plots, "plots", "", "Write the run's plots (PNG) into this directory; none when empty.")
 	childKubeconfig := flag.String("child-kubeconfig", "", "internal: run the engine on -child-group with this kubeconfig and exit")

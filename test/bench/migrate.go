@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -296,14 +297,36 @@ func getPut(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionR
 
 // ceiling rewrites with many writers and no rate limit.
 func ceiling(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, writers int) error {
-	return eachPage(ctx, dyn, gvr, func(items []unstructured.Unstructured) error {
+	_, err := ceilingFor(ctx, dyn, gvr, writers, 0)
+	return err
+}
+
+// ceilingFor is the ceiling for at most d (0: the whole population); it
+// returns how many objects it rewrote, so that a rate can be taken over a
+// window of a population too big to rewrite whole.
+func ceilingFor(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, writers int, d time.Duration) (int, error) {
+	window := ctx
+	if d > 0 {
+		var cancel context.CancelFunc
+		window, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	var written atomic.Int64
+	err := eachPage(window, dyn, gvr, func(items []unstructured.Unstructured) error {
 		return envtestutil.ForEach(len(items), writers, func(i int) error {
 			patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, items[i].GetResourceVersion())
 			_, err := dyn.Resource(gvr).Namespace(items[i].GetNamespace()).
-				Patch(ctx, items[i].GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+				Patch(window, items[i].GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+			if err == nil {
+				written.Add(1)
+			}
 			return err
 		})
 	})
+	if err != nil && ctx.Err() == nil && window.Err() != nil {
+		err = nil // the window ended, not the run
+	}
+	return int(written.Load()), err
 }
 
 func eachPage(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, f func([]unstructured.Unstructured) error) error {
