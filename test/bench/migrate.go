@@ -297,14 +297,17 @@ func getPut(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionR
 
 // ceiling rewrites with many writers and no rate limit.
 func ceiling(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, writers int) error {
-	_, err := ceilingFor(ctx, dyn, gvr, writers, 0)
+	_, err := ceilingFor(ctx, dyn, gvr, writers, 0, false)
 	return err
 }
 
 // ceilingFor is the ceiling for at most d (0: the whole population); it
 // returns how many objects it rewrote, so that a rate can be taken over a
-// window of a population too big to rewrite whole.
-func ceilingFor(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, writers int, d time.Duration) (int, error) {
+// window of a population too big to rewrite whole. With mark, each write
+// also sets an annotation, so that it changes the object while the storage
+// version stays what it was: the objects then still need the next
+// contender's rewrite.
+func ceilingFor(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, writers int, d time.Duration, mark bool) (int, error) {
 	window := ctx
 	if d > 0 {
 		var cancel context.CancelFunc
@@ -315,6 +318,10 @@ func ceilingFor(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVers
 	err := eachPage(window, dyn, gvr, func(items []unstructured.Unstructured) error {
 		return envtestutil.ForEach(len(items), writers, func(i int) error {
 			patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q}}`, items[i].GetResourceVersion())
+			if mark {
+				patch = fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{"bench.graduator.io/ceiling":"written"}}}`,
+					items[i].GetResourceVersion())
+			}
 			_, err := dyn.Resource(gvr).Namespace(items[i].GetNamespace()).
 				Patch(window, items[i].GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
 			if err == nil {
