@@ -54,7 +54,6 @@ package migration
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -126,9 +125,10 @@ type runner struct {
 	progress Progress
 	// written holds the resourceVersions the API server gave this run's own
 	// writes, so that the catch-up sweep does not rewrite what the main pass
-	// just wrote (8 bytes an object; lost on a restart, when the sweep then
-	// rewrites those objects again, which is safe and cheap).
-	written []uint64
+	// just wrote (the first maxWrittenRanges ranges of it are checkpointed;
+	// the rest is lost on a restart, when the sweep then rewrites those
+	// objects again, which is safe and cheap).
+	written revisionSet
 	// resumed holds the writes of the runs this one resumed
 	// (Options.Resume.Written), for the sweep.
 	resumed []revisionRange
@@ -151,9 +151,7 @@ func (r *runner) snapshot() Progress {
 // writtenLocked encodes the run's own writes so far (Progress.Written);
 // r.mu must be held.
 func (r *runner) writtenLocked() string {
-	sorted := slices.Clone(r.written)
-	slices.Sort(sorted)
-	return writtenRanges(r.resumed, sorted)
+	return writtenRanges(r.resumed, r.written.ranges(maxWrittenRanges))
 }
 
 func (r *runner) notify() {

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -72,11 +71,6 @@ func (r *runner) pass(ctx context.Context, kind passKind) (bool, error) {
 	pages := make(chan page, 1)
 	go r.list(listCtx, r.snapshot().Continue, pages)
 
-	if kind == catchUpPass {
-		r.mu.Lock()
-		slices.Sort(r.written)
-		r.mu.Unlock()
-	}
 	ps := &passState{runner: r, kind: kind, ctx: workCtx, abort: abort, slots: make(chan struct{}, pagesInFlight)}
 	var listErr error
 	for p := range pages {
@@ -446,13 +440,13 @@ func (r *runner) recordWrite(rv string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.progress.CatchUp { // the sweep searches the list: it stays as it is
-		r.written = append(r.written, v)
+	if !r.progress.CatchUp { // the sweep searches the set: it stays as it is
+		r.written.add(v)
 	}
 }
 
 // wroteVersion reports whether rv is the resourceVersion of one of this
-// run's own writes (r.written is sorted when the sweep starts).
+// run's own writes.
 func (r *runner) wroteVersion(rv string) bool {
 	v, err := strconv.ParseUint(rv, 10, 64)
 	if err != nil {
@@ -460,8 +454,7 @@ func (r *runner) wroteVersion(rv string) bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	_, found := slices.BinarySearch(r.written, v)
-	return found || inRanges(r.resumed, v)
+	return r.written.has(v) || inRanges(r.resumed, v)
 }
 
 // StopsRun reports whether a write error is not the object's own but the
