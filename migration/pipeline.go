@@ -275,9 +275,15 @@ func (r *runner) commit(kind passKind, done []*pageRun) {
 	r.notify()
 }
 
-// list sends pages until the listing ends, restarting it from the beginning
-// when the continue token expired: objects rewritten meanwhile are newer than
-// the checkpoint and cost nothing the second time.
+// list sends pages until the listing ends. When a compaction passed the
+// listing's snapshot (a pass longer than the API server's compaction
+// interval, 5 minutes by default, meets one every 5 minutes), the 410
+// carries a continue token that goes on from the next key at the latest
+// snapshot: the listing goes on from there. Objects written meanwhile are
+// newer than the checkpoint either way, and an object created meanwhile is
+// stored at the storage version. Without such a token the listing restarts
+// from the beginning, where what is done costs no write but a second read:
+// at 1,000,000 objects restarting listed every object 3.5 times.
 func (r *runner) list(ctx context.Context, continueToken string, out chan<- page) {
 	defer close(out)
 	// restarts counts the restarts in a row that did not get further than
@@ -292,10 +298,11 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 			return err
 		})
 		if apierrors.IsResourceExpired(err) && continueToken != "" && restarts < maxListRestarts {
-			// A compaction passed the listing's snapshot (a run paced by
-			// the etcd space budget outlives several): list from the start;
-			// what is done is newer than the checkpoint and costs no write.
 			restarts++
+			if next := inconsistentContinue(err); next != "" {
+				continueToken = next
+				continue
+			}
 			continueToken = ""
 			reached, pages = max(reached, pages), 0
 			continue
@@ -316,6 +323,16 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 		}
 		continueToken = p.continueToken
 	}
+}
+
+// inconsistentContinue is the continue token an expired listing's 410
+// carries (the API server's "inconsistent continue"), or "".
+func inconsistentContinue(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().ListMeta.Continue
+	}
+	return ""
 }
 
 // handle rewrites one object. It is called holding a writer slot; every

@@ -125,7 +125,7 @@ var _ = Describe("migration.Run", func() {
 		}
 	})
 
-	It("restarts the listing when the continue token expires, and finishes", func(ctx SpecContext) {
+	It("goes on from the next key when the continue token expires, and finishes", func(ctx SpecContext) {
 		const n = 200
 		f := newFixture(ctx, n)
 		f.switchStorage(ctx)
@@ -146,8 +146,11 @@ var _ = Describe("migration.Run", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(result.Complete).To(BeTrue())
 		Expect(result.Failed).To(BeZero())
-		Expect(result.Listed).To(BeNumerically(">", n), "the listing restarted from the beginning")
-		Expect(result.Skipped).To(BeNumerically(">=", 20), "objects rewritten before the restart were skipped")
+		// The 410 carries the API server's inconsistent continue token: the
+		// listing goes on from the next key, so no object is listed twice
+		// (restarting from the beginning listed the done pages again).
+		Expect(result.Listed).To(BeEquivalentTo(n), "every object listed once")
+		Expect(result.Rewritten).To(BeEquivalentTo(n))
 		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v2": n}))
 	})
 
