@@ -330,7 +330,7 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 func inconsistentContinue(err error) string {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return status.Status().ListMeta.Continue
+		return status.Status().Continue
 	}
 	return ""
 }

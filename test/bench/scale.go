@@ -49,7 +49,7 @@ const scaleCreators = 8
 // scaleRow is one N of the scale section: rates in objects/s, peaks in KiB.
 type scaleRow struct {
 	n                                 int
-	create, ceiling, cli              float64
+	create, ceiling, cli, pass        float64
 	cliHWM, operatorHWM, verifyHWM    int64
 	cliTook, operatorTook, statusTook time.Duration
 	apiserverHWM                      int64
@@ -100,8 +100,8 @@ func printScale(rows []scaleRow) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Printf("\n%9s %8s %8s %8s %6s %8s %9s %22s %8s %8s %10s\n", "N", "create/s", "ceil/s", "CLI/s", "ratio",
-		"CLI MiB", "oper MiB", "flip->pruned (target)", "status", "ver MiB", "apisrv MiB")
+	fmt.Printf("\n%9s %8s %8s %8s %6s %7s %6s %8s %9s %22s %8s %8s %10s\n", "N", "create/s", "ceil/s", "CLI/s", "ratio",
+		"pass/s", "ratio", "CLI MiB", "oper MiB", "flip->pruned (target)", "status", "ver MiB", "apisrv MiB")
 	for _, r := range rows {
 		target := time.Duration(1.1*float64(r.cliTook)) + operatorSlack
 		operatorMiB, flipToPruned := "-", "-"
@@ -109,8 +109,8 @@ func printScale(rows []scaleRow) {
 			operatorMiB = fmt.Sprintf("%.1f", mib(r.operatorHWM))
 			flipToPruned = fmt.Sprintf("%s (%s)", r.operatorTook.Round(100*time.Millisecond), target.Round(100*time.Millisecond))
 		}
-		fmt.Printf("%9d %8.0f %8.0f %8.0f %6.2f %8.1f %9s %22s %8s %8.1f %10.0f\n", r.n, r.create, r.ceiling, r.cli, r.cli/r.ceiling,
-			mib(r.cliHWM), operatorMiB, flipToPruned,
+		fmt.Printf("%9d %8.0f %8.0f %8.0f %6.2f %7.0f %6.2f %8.1f %9s %22s %8s %8.1f %10.0f\n", r.n, r.create, r.ceiling, r.cli, r.cli/r.ceiling,
+			r.pass, r.pass/r.ceiling, mib(r.cliHWM), operatorMiB, flipToPruned,
 			r.statusTook.Round(10*time.Millisecond), mib(r.verifyHWM), mib(r.apiserverHWM))
 	}
 	if len(rows) > 1 {
@@ -172,15 +172,21 @@ func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int) (row
 		return row, err
 	}
 	start = time.Now()
-	hwm, _, _, out, err := cliPeakRSS(ctx, cli, "migrate", crdName, "--prune", "--quiet", "--etcd-quota", strconv.Itoa(etcdQuota),
-		"--kubeconfig", b.kubeconfig)
+	var progress bytes.Buffer
+	hwm, _, _, out, err := cliPeakRSSTo(ctx, cli, &progress, "migrate", crdName, "--prune", "-o", "json",
+		"--etcd-quota", strconv.Itoa(etcdQuota), "--kubeconfig", b.kubeconfig)
 	if err != nil {
-		return row, fmt.Errorf("graduator migrate: %w: %s", err, out)
+		return row, fmt.Errorf("graduator migrate: %w: %s%s", err, out, progress.Bytes()[max(0, progress.Len()-2000):])
 	}
 	row.cliTook, row.cliHWM = time.Since(start), hwm
 	row.cli = rate(n, row.cliTook)
 	fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB)\n", "graduator migrate --prune, "+stored+"->"+to, row.cli, row.cliTook.Round(time.Millisecond), mib(hwm))
 	fmt.Printf("  graduator said: %s", out)
+	if phases, ok := cliPhasesOf(progress.Bytes()); ok {
+		row.pass = phases.passRate
+		fmt.Printf("  before the first page done %.1fs; main pass %.0f objects/s from its first page to its last; after it %.1fs\n",
+			phases.firstPage, phases.passRate, row.cliTook.Seconds()-phases.lastPage)
+	}
 	stored = to
 
 	if row.verifyHWM, err = b.scaleVerify(ctx, cli, crdName, n); err != nil {
@@ -468,4 +474,41 @@ func childPID(name string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no child process %s", name)
+}
+
+// cliPhases splits a `graduator migrate -o json` run by its progress
+// records (one a page): when the first page of the main pass was done, the
+// main pass's rate from that page to its last, and when the last was done,
+// in seconds from the CLI's start. Before the first page: the preflight and
+// the round-trip proof's read of every object; after the last: the catch-up
+// sweep and the prune. The ceiling does neither.
+type cliPhases struct {
+	firstPage, lastPage, passRate float64
+}
+
+func cliPhasesOf(progress []byte) (cliPhases, bool) {
+	var first, last struct {
+		Done           int64   `json:"done"`
+		CatchUp        bool    `json:"catchUp"`
+		ElapsedSeconds float64 `json:"elapsedSeconds"`
+	}
+	seen := 0
+	for line := range bytes.Lines(progress) {
+		rec := last
+		if json.Unmarshal(line, &rec) != nil || rec.CatchUp || rec.Done == 0 {
+			continue
+		}
+		if seen == 0 {
+			first = rec
+		}
+		last = rec
+		seen++
+	}
+	if seen < 2 || last.ElapsedSeconds <= first.ElapsedSeconds {
+		return cliPhases{}, false
+	}
+	return cliPhases{
+		firstPage: first.ElapsedSeconds, lastPage: last.ElapsedSeconds,
+		passRate: float64(last.Done-first.Done) / (last.ElapsedSeconds - first.ElapsedSeconds),
+	}, true
 }

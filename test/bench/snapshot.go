@@ -19,6 +19,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,13 +85,19 @@ const snapshotSampleEvery = 10 * time.Millisecond
 // heap and stacks, without the pages of the binary itself), its getrusage
 // maxrss, and its stdout.
 func cliPeakRSS(ctx context.Context, cli string, args ...string) (hwm, anon, maxrss int64, out []byte, err error) {
+	return cliPeakRSSTo(ctx, cli, os.Stderr, args...)
+}
+
+// cliPeakRSSTo is cliPeakRSS with the CLI's stderr (its progress) sent to
+// stderr.
+func cliPeakRSSTo(ctx context.Context, cli string, stderr io.Writer, args ...string) (hwm, anon, maxrss int64, out []byte, err error) {
 	cmd := exec.CommandContext(ctx, cli, args...)
 	stdout, err := os.CreateTemp("", "graduator-bench-cli-out-")
 	if err != nil {
 		return 0, 0, 0, nil, err
 	}
 	defer func() { _ = os.Remove(stdout.Name()); _ = stdout.Close() }()
-	cmd.Stdout, cmd.Stderr = stdout, os.Stderr
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		return 0, 0, 0, nil, err
 	}
