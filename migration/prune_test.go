@@ -73,11 +73,14 @@ func newFakeClient(names ...string) *fake.FakeDynamicClient {
 // objects at a time, read from the tracker when the page is asked for, with
 // the index of the next object as the continue token. (The fake's reactors
 // cannot page: a cluster-wide LIST action drops the continue token.) expire
-// says whether a LIST with this token gets 410 Gone.
+// says whether a LIST with this token gets 410 Gone; with carry, the 410
+// carries a continue token that goes on from the same index, as the API
+// server's inconsistent continue goes on from the next key.
 type pagedClient struct {
 	*fake.FakeDynamicClient
 	pageSize int
 	expire   func(token string) bool
+	carry    bool
 
 	mu     sync.Mutex
 	tokens []string
@@ -108,7 +111,11 @@ func (r pagedResource) List(_ context.Context, opts metav1.ListOptions) (*unstru
 	r.p.tokens = append(r.p.tokens, opts.Continue)
 	r.p.mu.Unlock()
 	if r.p.expire(opts.Continue) {
-		return nil, apierrors.NewResourceExpired("the provided continue parameter is too old")
+		expired := apierrors.NewResourceExpired("the provided continue parameter is too old")
+		if r.p.carry {
+			expired.ErrStatus.Continue = opts.Continue
+		}
+		return nil, expired
 	}
 	start := 0
 	if opts.Continue != "" {
@@ -239,6 +246,26 @@ var _ = Describe("CleanupManagedFields", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(pc.continueTokens()).To(Equal([]string{"", "2", "4", "", "2", "4"}), "the second listing starts without a token")
 		Expect(cleaned).To(Equal(5), "objects cleaned before the restart are not counted twice")
+		for _, n := range []string{"w-0", "w-1", "w-2", "w-3", "w-4"} {
+			Expect(managedAPIVersions(c, n)).To(Equal([]string{"example.com/v2"}), n)
+		}
+	})
+
+	It("goes on from the continue token an expired listing's 410 carries", func(ctx SpecContext) {
+		c := newFakeClient("w-0", "w-1", "w-2", "w-3", "w-4")
+		expired := false
+		pc := paged(c, 2, func(token string) bool {
+			if token == "4" && !expired {
+				expired = true
+				return true
+			}
+			return false
+		})
+		pc.carry = true
+		cleaned, err := CleanupManagedFields(ctx, pc, fakeWidgets, served)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pc.continueTokens()).To(Equal([]string{"", "2", "4", "4"}), "no object listed twice")
+		Expect(cleaned).To(Equal(5))
 		for _, n := range []string{"w-0", "w-1", "w-2", "w-3", "w-4"} {
 			Expect(managedAPIVersions(c, n)).To(Equal([]string{"example.com/v2"}), n)
 		}
