@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/graduator/graduator/errclass"
+	"github.com/graduator/graduator/internal/paging"
 )
 
 // passKind tells the main pass from the catch-up sweep.
@@ -299,7 +300,7 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 		})
 		if apierrors.IsResourceExpired(err) && continueToken != "" && restarts < maxListRestarts {
 			restarts++
-			if next := inconsistentContinue(err); next != "" {
+			if next := paging.CarriedContinue(err); next != "" {
 				continueToken = next
 				continue
 			}
@@ -323,16 +324,6 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 		}
 		continueToken = p.continueToken
 	}
-}
-
-// inconsistentContinue is the continue token an expired listing's 410
-// carries (the API server's "inconsistent continue"), or "".
-func inconsistentContinue(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return status.Status().Continue
-	}
-	return ""
 }
 
 // handle rewrites one object. It is called holding a writer slot; every

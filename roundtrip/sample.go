@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/graduator/graduator/internal/paging"
 )
 
 // DefaultPageSize is the LIST page size when Options.PageSize is 0.
@@ -85,18 +87,28 @@ func TakeSample(ctx context.Context, objects dynamic.ResourceInterface, pageSize
 }
 
 // eachPage lists the objects page by page (Limit and Continue) and calls
-// fn with each page. An expired continue token is an error: falling back to
-// one full LIST, as client-go's pager may, would hold every object.
+// fn with each page. A listing longer than the API server's compaction
+// interval (5 minutes: about 1,000,000 small objects) meets an expired
+// continue token; it goes on from the token the 410 carries
+// (paging.CarriedContinue), so fn sees each object once. A 410 without one
+// is an error: starting again would count objects twice, and falling back
+// to one full LIST, as client-go's pager may, would hold every object.
 func eachPage(ctx context.Context, objects dynamic.ResourceInterface, pageSize int64, fn func([]unstructured.Unstructured) error) error {
 	if pageSize <= 0 {
 		pageSize = DefaultPageSize
 	}
 	opts := metav1.ListOptions{Limit: pageSize}
-	for {
+	for expiries := 0; ; {
 		list, err := objects.List(ctx, opts)
+		if next := paging.CarriedContinue(err); next != "" && opts.Continue != "" && expiries < paging.MaxRestarts {
+			expiries++ // in a row: a page served resets it
+			opts.Continue = next
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
+		expiries = 0
 		if err := fn(list.Items); err != nil {
 			return err
 		}

@@ -15,8 +15,9 @@ limitations under the License.
 */
 
 // Package paging lists every object of a resource a page at a time with a
-// client-go ListPager, restarting the listing when its continue token
-// expires. The migration's cleanup and the snapshots share it.
+// client-go ListPager, going on (or restarting) when its continue token
+// expires. The migration's cleanup and the snapshots share it; the
+// migration's own listing and the round-trip proof's share CarriedContinue.
 package paging
 
 import (
@@ -108,10 +109,19 @@ func EachObject(ctx context.Context, c dynamic.Interface, resource schema.GroupV
 		if onRestart != nil {
 			onRestart()
 		}
-		opts = metav1.ListOptions{}
-		var status apierrors.APIStatus
-		if errors.As(expired.err, &status) {
-			opts.Continue = status.Status().Continue
-		}
+		opts = metav1.ListOptions{Continue: CarriedContinue(expired.err)}
 	}
+}
+
+// CarriedContinue is the continue token a LIST's 410 Gone (reason Expired)
+// carries, or "". The API server answers a continue token older than its
+// compaction with a token of its own (an "inconsistent" continue): it goes
+// on from the next key at the latest snapshot, so a listing that follows it
+// sees every object once, those after the key as they are now.
+func CarriedContinue(err error) string {
+	var status apierrors.APIStatus
+	if !apierrors.IsResourceExpired(err) || !errors.As(err, &status) {
+		return ""
+	}
+	return status.Status().Continue
 }

@@ -57,6 +57,10 @@ limitations under the License.
 //   - proof: the round-trip proof (sampled before and after the storage
 //     switch, and of every object) against the migration it precedes, on N
 //     small objects each round.
+//   - listpages (not in `make bench`'s default): at each N of -scale-ns,
+//     one paged LIST of every object, metadata only (the engine's passes)
+//     and whole (the round-trip proof's read), in pages of 500, 2,000 and
+//     5,000: what etcd's count of the keys left, paid for every page, costs.
 //
 // With -plots DIR it draws (PNG): the knee, and the limit and the rates over
 // time of the engine at its defaults, idle and beside the foreground.
@@ -90,7 +94,7 @@ import (
 	"github.com/graduator/graduator/test/envtestutil"
 )
 
-var allSections = []string{"small", "big", "curve", "polite", "intree", "operator", "rss", "crds", "snapshot", "proof", "scale"}
+var allSections = []string{"small", "big", "curve", "polite", "intree", "operator", "rss", "crds", "snapshot", "proof", "scale", "listpages"}
 
 type options struct {
 	n             int
@@ -307,6 +311,7 @@ func run(ctx context.Context, o options) (err error) {
 		{"snapshot", func(ctx context.Context) error { return b.snapshot(ctx, cli) }},
 		{"proof", b.proof},
 		{"scale", func(ctx context.Context) error { return b.scale(ctx, cli, manager) }},
+		{"listpages", b.listPages},
 	}
 	for _, s := range steps {
 		if !b.has(s.name) {

@@ -131,18 +131,7 @@ func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int) (row
 		return row, err
 	}
 	defer func() {
-		// Interrupted, the control plane stops next: deleting a big
-		// population first would only delay it.
-		if ctx.Err() != nil {
-			return
-		}
-		// The API server would delete the objects one by one (an hour at
-		// 1,000,000): remove them from etcd first, then the CRD.
-		prefix := fmt.Sprintf("%s/%s/%s/", b.env.Etcd.Prefix, group, v1.Resource)
-		if _, delErr := b.env.Etcd.Client().Delete(ctx, prefix, clientv3.WithPrefix()); delErr != nil && err == nil {
-			err = fmt.Errorf("delete the widgets of %s from etcd: %w", group, delErr)
-		}
-		if dropErr := b.drop(ctx, group); dropErr != nil && err == nil {
+		if dropErr := b.dropPopulation(ctx, v1); dropErr != nil && err == nil {
 			err = dropErr
 		}
 	}()
@@ -274,6 +263,21 @@ func (b *bench) createMany(ctx context.Context, gvr schema.GroupVersionResource,
 		}
 		return nil
 	})
+}
+
+// dropPopulation deletes the widgets of gvr and their CRD. The API server
+// would delete the objects one by one (an hour at 1,000,000): they are
+// removed from etcd first. Interrupted, it does nothing: the control plane
+// stops next, and deleting a big population first would only delay that.
+func (b *bench) dropPopulation(ctx context.Context, gvr schema.GroupVersionResource) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	prefix := fmt.Sprintf("%s/%s/%s/", b.env.Etcd.Prefix, gvr.Group, gvr.Resource)
+	if _, err := b.env.Etcd.Client().Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
+		return fmt.Errorf("delete the widgets of %s from etcd: %w", gvr.Group, err)
+	}
+	return b.drop(ctx, gvr.Group)
 }
 
 // etcdTxnOps is the puts of one etcd transaction: etcd's default
