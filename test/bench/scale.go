@@ -144,46 +144,17 @@ func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int) (row
 	row.create = rate(n, time.Since(start))
 	fmt.Printf("%-42s %8.0f objects/s  (%s)\n", "created at v1 (into etcd)", row.create, time.Since(start).Round(time.Millisecond))
 
-	start = time.Now()
-	written, err := ceilingFor(ctx, b.dyn, envtestutil.WidgetResource(group, "v1"), 64, b.opts.scaleCeiling, true)
-	if err != nil {
-		return row, fmt.Errorf("ceiling: %w", err)
-	}
-	row.ceiling = rate(written, time.Since(start))
-	fmt.Printf("%-42s %8.0f objects/s  (%d objects in %s)\n", "ceiling (64 writers, merge patch), at v1", row.ceiling,
-		written, time.Since(start).Round(time.Millisecond))
-
 	stored := "v1"
 	other := func() string { return map[string]string{"v1": "v2", "v2": "v1"}[stored] }
-
-	to := other()
-	if err := b.flip(ctx, crdName, to); err != nil {
-		return row, err
-	}
-	start = time.Now()
-	var progress bytes.Buffer
-	hwm, _, _, out, err := cliPeakRSSTo(ctx, cli, &progress, "migrate", crdName, "--prune", "-o", "json",
-		"--etcd-quota", strconv.Itoa(etcdQuota), "--kubeconfig", b.kubeconfig)
-	if err != nil {
-		return row, fmt.Errorf("graduator migrate: %w: %s%s", err, out, progress.Bytes()[max(0, progress.Len()-2000):])
-	}
-	row.cliTook, row.cliHWM = time.Since(start), hwm
-	row.cli = rate(n, row.cliTook)
-	fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB)\n", "graduator migrate --prune, "+stored+"->"+to, row.cli, row.cliTook.Round(time.Millisecond), mib(hwm))
-	fmt.Printf("  graduator said: %s", out)
-	if phases, ok := cliPhasesOf(progress.Bytes()); ok {
-		row.pass = phases.passRate
-		fmt.Printf("  before the first page done %.1fs; main pass %.0f objects/s from its first page to its last; after it %.1fs\n",
-			phases.firstPage, phases.passRate, row.cliTook.Seconds()-phases.lastPage)
-	}
-	stored = to
-
-	if row.verifyHWM, err = b.scaleVerify(ctx, cli, crdName, n); err != nil {
-		return row, err
+	if !b.opts.scaleOperatorOnly {
+		if err := b.scaleCLI(ctx, cli, v1, n, &row); err != nil {
+			return row, err
+		}
+		stored = other()
 	}
 
 	if b.opts.scaleOperator == 0 || n <= b.opts.scaleOperator {
-		to = other()
+		to := other()
 		if row.operatorTook, row.operatorHWM, err = b.scaleOperator(ctx, manager, crdName, to); err != nil {
 			return row, fmt.Errorf("operator: %w", err)
 		}
@@ -216,6 +187,42 @@ func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int) (row
 		fmt.Printf("%-42s %.0f MiB\n", "kube-apiserver peak RSS so far (VmHWM)", mib(row.apiserverHWM))
 	}
 	return row, nil
+}
+
+// scaleCLI measures, on n widgets stored at v1, the 64-writer ceiling and
+// then `graduator migrate --prune` v1 -> v2 and `graduator verify`.
+func (b *bench) scaleCLI(ctx context.Context, cli string, v1 schema.GroupVersionResource, n int, row *scaleRow) error {
+	crdName := v1.Resource + "." + v1.Group
+	start := time.Now()
+	written, err := ceilingFor(ctx, b.dyn, v1, 64, b.opts.scaleCeiling, true)
+	if err != nil {
+		return fmt.Errorf("ceiling: %w", err)
+	}
+	row.ceiling = rate(written, time.Since(start))
+	fmt.Printf("%-42s %8.0f objects/s  (%d objects in %s)\n", "ceiling (64 writers, merge patch), at v1", row.ceiling,
+		written, time.Since(start).Round(time.Millisecond))
+
+	if err := b.flip(ctx, crdName, "v2"); err != nil {
+		return err
+	}
+	start = time.Now()
+	var progress bytes.Buffer
+	hwm, _, _, out, err := cliPeakRSSTo(ctx, cli, &progress, "migrate", crdName, "--prune", "-o", "json",
+		"--etcd-quota", strconv.Itoa(etcdQuota), "--kubeconfig", b.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("graduator migrate: %w: %s%s", err, out, progress.Bytes()[max(0, progress.Len()-2000):])
+	}
+	row.cliTook, row.cliHWM = time.Since(start), hwm
+	row.cli = rate(n, row.cliTook)
+	fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB)\n", "graduator migrate --prune, v1->v2", row.cli, row.cliTook.Round(time.Millisecond), mib(hwm))
+	fmt.Printf("  graduator said: %s", out)
+	if phases, ok := cliPhasesOf(progress.Bytes()); ok {
+		row.pass = phases.passRate
+		fmt.Printf("  before the first page done %.1fs; main pass %.0f objects/s from its first page to its last; after it %.1fs\n",
+			phases.firstPage, phases.passRate, row.cliTook.Seconds()-phases.lastPage)
+	}
+	row.verifyHWM, err = b.scaleVerify(ctx, cli, crdName, n)
+	return err
 }
 
 func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
