@@ -42,8 +42,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/driver"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/driver"
+	"github.com/graduator/graduator/internal/graduation"
 )
 
 // CRDVersionPolicyReconciler is the operator's door to the graduation: it

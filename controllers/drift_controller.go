@@ -32,8 +32,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/storagemigration"
 )
 
 // DriftReporter watches every CRD and reports, as a metric and an Event, a

@@ -24,7 +24,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/graduation"
 )
 
 func TestDriftOfACRDTheInTreeMigratorMigratesIsShownAsSuch(t *testing.T) {

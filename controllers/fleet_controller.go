@@ -39,7 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/graduation"
 )
 
 // maxFleetList bounds each list in a fleet's status.

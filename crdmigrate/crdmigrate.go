@@ -36,8 +36,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/driver"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/driver"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 )
 

@@ -25,7 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/graduator/graduator/errclass"
+	"github.com/graduator/graduator/internal/errclass"
 )
 
 // way: a conversion webhook that does not answer, an API server that stays

@@ -28,7 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/graduator/graduator/errclass"
+	"github.com/graduator/graduator/internal/errclass"
 	"github.com/graduator/graduator/internal/paging"
 )
 

@@ -30,7 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/graduator/graduator/errclass"
+	"github.com/graduator/graduator/internal/errclass"
 )
 
 const mib = int64(1) << 20

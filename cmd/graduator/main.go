@@ -27,7 +27,7 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/graduator/graduator/cli"
+	"github.com/graduator/graduator/internal/cli"
 )
 
 func main() {

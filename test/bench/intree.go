@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graduator/graduator/migration"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/storagemigration"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

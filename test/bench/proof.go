@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graduator/graduator/migration"
-	"github.com/graduator/graduator/roundtrip"
+	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

@@ -35,7 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/graduator/graduator/access"
+	"github.com/graduator/graduator/internal/access"
 	"github.com/graduator/graduator/test/chart"
 )
 

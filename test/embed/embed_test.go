@@ -27,8 +27,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/graduator/graduator/crdmigrate"
-	"github.com/graduator/graduator/driver"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/driver"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/pizzaenv"

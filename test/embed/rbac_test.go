@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graduator/graduator/crdmigrate"
-	"github.com/graduator/graduator/driver"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/driver"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/driver"
+	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

@@ -31,7 +31,7 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/controllers"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

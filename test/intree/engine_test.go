@@ -34,8 +34,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/storagemigration"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/pizzaenv"
 )

@@ -29,8 +29,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/storagemigration"
 )
 
 var _ = Describe("Engine StorageVersionMigration on a server before Kubernetes 1.37", Label(olderServer), func() {

@@ -38,7 +38,7 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduationtest"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/storagemigration"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/envtestutil/envsuite"
 	"github.com/graduator/graduator/test/pizzaenv"

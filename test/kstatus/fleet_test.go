@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

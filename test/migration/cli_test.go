@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/graduator/graduator/access"
+	"github.com/graduator/graduator/internal/access"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

@@ -31,7 +31,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/graduator/graduator/roundtrip"
+	"github.com/graduator/graduator/internal/roundtrip"
 )
 
 // The proof lives in package roundtrip; its listing is here because this

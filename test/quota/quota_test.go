@@ -31,7 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/graduator/graduator/errclass"
+	"github.com/graduator/graduator/internal/errclass"
 	"github.com/graduator/graduator/migration"
 )
 

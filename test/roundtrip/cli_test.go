@@ -27,8 +27,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/graduator/graduator/cli"
-	"github.com/graduator/graduator/roundtrip"
+	"github.com/graduator/graduator/internal/cli"
+	"github.com/graduator/graduator/internal/roundtrip"
 )
 
 var _ = Describe("graduator prove", Ordered, func() {

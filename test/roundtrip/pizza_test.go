@@ -24,7 +24,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/graduator/graduator/roundtrip"
+	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/gitops"
 	"github.com/graduator/graduator/test/pizzaenv"

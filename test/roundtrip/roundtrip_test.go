@@ -25,7 +25,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/graduator/graduator/migration"
-	"github.com/graduator/graduator/roundtrip"
+	"github.com/graduator/graduator/internal/roundtrip"
 )
 
 // gadgetSpec is the i-th gadget's spec at v1: about 3% carry the optional

@@ -24,7 +24,7 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
-	"github.com/graduator/graduator/check"
+	"github.com/graduator/graduator/internal/check"
 )
 
 var _ = Describe("The Pizza CRD's stages, checked pairwise", func() {

@@ -35,7 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/storagemigration"
 )
 
 // Action is what the reconciler does for a Step.

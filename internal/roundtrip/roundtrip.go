@@ -56,7 +56,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 )
 

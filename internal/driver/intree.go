@@ -31,9 +31,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/errclass"
-	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/errclass"
+	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/storagemigration"
 )
 
 // getInTreeMigration reads, uncached, the StorageVersionMigration named

@@ -34,9 +34,9 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
-	"github.com/graduator/graduator/roundtrip"
+	"github.com/graduator/graduator/internal/roundtrip"
 )
 
 // ProveOptions is `graduator prove` in kubectl's plugin shape. It exits 0

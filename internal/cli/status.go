@@ -44,8 +44,8 @@ import (
 	"k8s.io/client-go/tools/pager"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/storagemigration"
 )
 
 // CRDStatus is one row of `graduator status`: the versions of a CRD and, when

@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/graduator/graduator/errclass"
+	"github.com/graduator/graduator/internal/errclass"
 	"github.com/graduator/graduator/migration"
 )
 

@@ -29,8 +29,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/storagemigration"
 )
 
 func inTreeEngine(p *graduatorv1alpha1.CRDVersionPolicy) {

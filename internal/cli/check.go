@@ -32,7 +32,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/yaml"
 
-	"github.com/graduator/graduator/check"
+	"github.com/graduator/graduator/internal/check"
 )
 
 // CheckOptions is `graduator check` in kubectl's plugin shape: Complete

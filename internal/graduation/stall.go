@@ -24,8 +24,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/graduator/graduator/errclass"
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/errclass"
+	"github.com/graduator/graduator/internal/storagemigration"
 )
 
 // Reasons of a step that failed and is retried. The Ready condition carries

@@ -31,7 +31,7 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/graduator/graduator/storagemigration"
+	"github.com/graduator/graduator/internal/storagemigration"
 )
 
 func widgets(generation int64, conditions ...apiextensionsv1.CustomResourceDefinitionCondition) *apiextensionsv1.CustomResourceDefinition {

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 )
 

@@ -36,7 +36,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/graduation"
 )
 
 func TestGraduation(t *testing.T) {

@@ -41,10 +41,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/driver"
-	"github.com/graduator/graduator/graduation"
+	"github.com/graduator/graduator/internal/driver"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
-	"github.com/graduator/graduator/roundtrip"
+	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/snapshot"
 )
 

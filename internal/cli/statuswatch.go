@@ -33,7 +33,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/graduator/graduator/access"
+	"github.com/graduator/graduator/internal/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
 

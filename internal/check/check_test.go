@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/graduator/graduator/check"
+	"github.com/graduator/graduator/internal/check"
 )
 
 func TestCheck(t *testing.T) {
