@@ -43,24 +43,27 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
-	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/internal/roundtrip"
+	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/snapshot"
 )
 
 // migrateSummary is what `graduator migrate -o json` prints.
 type migrateSummary struct {
-	CRD            string              `json:"crd"`
-	StorageVersion string              `json:"storageVersion"`
-	Complete       bool                `json:"complete"`
-	Listed         int64               `json:"listed"`
-	Rewritten      int64               `json:"rewritten"`
-	Skipped        int64               `json:"skipped"`
-	Failed         int64               `json:"failed"`
-	CaughtUp       int64               `json:"caughtUp"`
-	Failures       []migration.Failure `json:"failures,omitempty"`
-	Pruned         bool                `json:"pruned"`
-	StoredVersions []string            `json:"storedVersions"`
+	CRD            string `json:"crd"`
+	StorageVersion string `json:"storageVersion"`
+	Complete       bool   `json:"complete"`
+	Listed         int64  `json:"listed"`
+	Rewritten      int64  `json:"rewritten"`
+	Skipped        int64  `json:"skipped"`
+	Failed         int64  `json:"failed"`
+	CaughtUp       int64  `json:"caughtUp"`
+	// NothingToMigrate is set when storedVersions held only the storage
+	// version and --force was not given: nothing was read or written.
+	NothingToMigrate bool                `json:"nothingToMigrate,omitempty"`
+	Failures         []migration.Failure `json:"failures,omitempty"`
+	Pruned           bool                `json:"pruned"`
+	StoredVersions   []string            `json:"storedVersions"`
 	// Verified is the comparison of --verify, when asked for.
 	Verified *verifyResult `json:"verified,omitempty"`
 }
@@ -73,6 +76,7 @@ type MigrateOptions struct {
 	engine migration.Options
 	qps    float64
 	prune  bool
+	force  bool
 	output string
 	quiet  bool
 	verify bool
@@ -104,11 +108,16 @@ func NewCmdMigrate(flags *genericclioptions.ConfigFlags, streams genericiooption
 	o := NewMigrateOptions(flags, streams)
 	cmd := &cobra.Command{
 		Use:   "migrate CRD",
-		Short: "Rewrite every object of a CRD in its storage version, then optionally prune storedVersions",
+		Short: "Rewrite the objects of a CRD in its storage version, then optionally prune storedVersions",
 		Long: `Rewrites every object of the CRD (named <plural>.<group>) through the API server, so that
 etcd holds it in the CRD's current storage version. With --prune, and only when every
 object was rewritten, status.storedVersions is then set to the storage version, after
 which old versions can be removed from the CRD.
+
+When status.storedVersions already lists only the storage version, every object is stored
+in it: the command says "nothing to migrate", writes nothing and exits 0. --force rewrites
+every object anyway (after rotating the key of encryption at rest, for example). Either way
+the caller's rights are checked first, and a missing one exits 1 naming the rule to add.
 
 On a terminal a progress bar shows the objects done as they are written, the total (from
 the API server's remainingItemCount), percent, rate (over the last 10 s), ETA, writers in
@@ -139,6 +148,8 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 		"Upper bound on writes in flight; the number adapts below it to what the API server takes.")
 	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
 	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
+	cmd.Flags().BoolVar(&o.force, "force", false,
+		"Rewrite every object even when status.storedVersions lists only the storage version (re-encryption at rest after a key rotation).")
 	cmd.Flags().BoolVar(&o.prune, "prune", false, "Prune status.storedVersions to the storage version after a complete run without failures.")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "Output format: json prints the final counts (and a JSON object a page on stderr).")
 	cmd.Flags().BoolVarP(&o.quiet, "quiet", "q", false, "Print nothing until the summary.")
@@ -233,6 +244,9 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	if err := checkWriteTarget(&o.crd, storage, o.engine.WriteTo); err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
+	if len(graduation.StaleStoredVersions(&o.crd)) == 0 && !o.force {
+		return o.nothingToMigrate(ctx, storage)
+	}
 	var before []versionSnapshot
 	if o.verify {
 		var err error
@@ -304,6 +318,27 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	return nil
 }
 
+// nothingToMigrate answers a run on a CRD whose storedVersions lists only
+// its storage version: every object is stored in it, so nothing is read or
+// written. The caller's rights are still checked, so that a user who lacks
+// them learns it now rather than from the run that needs them.
+func (o *MigrateOptions) nothingToMigrate(ctx context.Context, storage string) error {
+	d, err := o.driver(nil)
+	if err != nil {
+		return err
+	}
+	if err := d.CheckAccess(ctx, o.policy(), &o.crd, storage); err != nil {
+		return fmt.Errorf("migrate %s: %w", o.crdName, err)
+	}
+	summary := migrateSummary{CRD: o.crdName, StorageVersion: storage, Complete: true, NothingToMigrate: true,
+		StoredVersions: o.crd.Status.StoredVersions}
+	if o.output == "json" {
+		return printJSON(o.Out, summary, &printers.JSONPrinter{})
+	}
+	printSummary(o.Out, summary)
+	return nil
+}
+
 // driverWait bounds how long `graduator migrate` waits for the storage
 // switch to show in discovery.
 const driverWait = 2 * time.Minute
@@ -344,8 +379,9 @@ func (o *MigrateOptions) driver(progress *progressReporter, actions ...graduatio
 			Client: o.client, Reader: o.client, Dynamic: o.dyn, Config: cfg, Discovery: disco,
 			Reviews: authz.SelfSubjectAccessReviews(),
 		},
-		Reporter: quietReporter{},
-		Allows:   func(a graduation.Action) bool { return slices.Contains(actions, a) },
+		Reporter:   quietReporter{},
+		Allows:     func(a graduation.Action) bool { return slices.Contains(actions, a) },
+		RewriteAll: o.force,
 		Engine: func(opts *migration.Options) {
 			opts.OnProgress, opts.OnObject = progress.update, progress.object
 		},
@@ -363,6 +399,11 @@ func (quietReporter) Planned(*graduatorv1alpha1.CRDVersionPolicy, graduation.Ste
 }
 
 func printSummary(w io.Writer, s migrateSummary) {
+	if s.NothingToMigrate {
+		_, _ = fmt.Fprintf(w, "%s: nothing to migrate: every object is stored as %s (status.storedVersions is [%s]); "+
+			"--force rewrites every object anyway\n", s.CRD, s.StorageVersion, strings.Join(s.StoredVersions, ", "))
+		return
+	}
 	lines := []string{fmt.Sprintf("%s: %d listed, %d rewritten as %s, %d skipped, %d failed; %d written during the run caught up",
 		s.CRD, s.Listed, s.Rewritten, s.StorageVersion, s.Skipped, s.Failed, s.CaughtUp)}
 	for _, f := range s.Failures {

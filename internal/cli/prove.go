@@ -35,8 +35,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/graduator/graduator/internal/graduation"
-	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/internal/roundtrip"
+	"github.com/graduator/graduator/migration"
 )
 
 // ProveOptions is `graduator prove` in kubectl's plugin shape. It exits 0

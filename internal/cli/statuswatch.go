@@ -33,8 +33,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/graduator/graduator/internal/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/access"
 )
 
 // redrawAfter is the debounce of --watch: a burst of changes (a migration

@@ -142,6 +142,9 @@ type Driver struct {
 	// manager's --etcd-quota), for a policy that sets none: it sharpens the
 	// migration's space budget. 0 when unknown.
 	EtcdQuota int64
+	// RewriteAll rewrites every object once even when storedVersions holds
+	// only the storage version (graduation.Input.RewriteAll).
+	RewriteAll bool
 	// Clock is the time source; a real clock when nil.
 	Clock clock.PassiveClock
 
@@ -244,7 +247,8 @@ func (d *Driver) Run(ctx context.Context, store Store, policy *graduatorv1alpha1
 // discovery advertises its storage version. A read that fails is returned
 // as the step that failed.
 func (d *Driver) observe(ctx context.Context, g *run) (graduation.Input, *graduation.StepError) {
-	in := graduation.Input{Policy: g.policy, Now: d.now(), Preflight: g.preflight, Attempts: g.policy.Status.Retries}
+	in := graduation.Input{Policy: g.policy, Now: d.now(), Preflight: g.preflight, Attempts: g.policy.Status.Retries,
+		RewriteAll: d.RewriteAll}
 	g.crd = nil
 	crd, err := d.getCRD(ctx, g.policy.Name)
 	if err != nil {

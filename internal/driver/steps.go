@@ -34,13 +34,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/graduator/graduator/internal/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/access"
 	"github.com/graduator/graduator/internal/errclass"
 	"github.com/graduator/graduator/internal/graduation"
-	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/internal/storagemigration"
+	"github.com/graduator/graduator/migration"
 )
 
 // step is how the driver carries out one action of graduation.Plan.

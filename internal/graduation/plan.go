@@ -165,6 +165,11 @@ type Input struct {
 	// (status.retries): while it is above 0 and the plan still has a step to
 	// take, Ready keeps saying why the last try failed.
 	Attempts int32
+	// RewriteAll asks for every object rewritten once in the storage version
+	// even when status.storedVersions holds only that version (`graduator
+	// migrate --force`: re-encryption at rest after a key rotation); a
+	// complete run of this CRD generation satisfies it.
+	RewriteAll bool
 }
 
 // StepError is a step that returned an error.
@@ -441,7 +446,7 @@ func (p *planner) storage(s Step, current, target string) (Step, bool) {
 // storedVersions, only after a complete clean run on this CRD generation.
 func (p *planner) migration(s Step, target string) (Step, bool) {
 	stored := p.crd.Status.StoredVersions
-	if len(stored) == 1 && stored[0] == target && !p.runUnverified(target) {
+	if len(stored) == 1 && stored[0] == target && !p.runUnverified(target) && !p.rewriteAsked(target) {
 		reason, msg := ReasonNothingToMigrate, fmt.Sprintf("every object is stored as %s", target)
 		if run := p.status.Migration; run != nil && run.StorageVersion == target && run.CompletedAt != nil {
 			reason = ReasonMigrated
@@ -691,6 +696,14 @@ func (p *planner) runUnverified(target string) bool {
 	run := p.status.Migration
 	return run != nil && run.StartedAt != nil && run.StorageVersion == target &&
 		run.CRDGeneration == p.crd.Generation && run.CompletedAt == nil
+}
+
+// rewriteAsked reports a door's request to rewrite every object (RewriteAll)
+// that no complete run of this CRD generation has met yet.
+func (p *planner) rewriteAsked(target string) bool {
+	run := p.status.Migration
+	met := run != nil && run.StorageVersion == target && run.CRDGeneration == p.crd.Generation && run.CompletedAt != nil
+	return p.in.RewriteAll && !met
 }
 
 // ObserveInTree records in the run the phase of the in-tree migration it

@@ -704,3 +704,37 @@ func plain(conditions []metav1.Condition) []metav1.Condition {
 	}
 	return out
 }
+
+var _ = Describe("RewriteAll: every object rewritten once on a CRD with nothing stale", func() {
+	betaStorage := ver{name: "v1beta1", flags: "sS"}
+	clean := func() *apiextensionsv1.CustomResourceDefinition { return crd([]string{"v1beta1"}, betaStorage) }
+	plan := func(p *graduatorv1alpha1.CRDVersionPolicy, preflight *graduation.PreflightResult) graduation.Step {
+		return graduation.Plan(graduation.Input{CRD: clean(), Policy: p, Now: now, Preflight: preflight,
+			StorageSettled: true, RewriteAll: true})
+	}
+	done := graduatorv1alpha1.MigrationStatus{StorageVersion: "v1beta1", CRDGeneration: 5, Listed: 10, Rewritten: 10,
+		StartedAt: ago(time.Minute), CompletedAt: ago(30 * time.Second)}
+
+	It("runs the preflight, then a fresh run, where it would otherwise say nothing to migrate", func() {
+		Expect(plan(policy("", storedSince("v1beta1", time.Hour)), nil).Action).To(Equal(graduation.ActionPreflight))
+		step := plan(policy("", storedSince("v1beta1", time.Hour)), &graduation.PreflightResult{Passed: true})
+		Expect(step.Action).To(Equal(graduation.ActionMigrate), step.Message())
+		Expect(step.Restart).To(BeTrue())
+	})
+	It("goes on with a run of this generation that has not completed", func() {
+		partial := done
+		partial.CompletedAt = nil
+		Expect(plan(policy("", run(partial)), nil).Action).To(Equal(graduation.ActionMigrate))
+	})
+	It("is met by a complete run of this CRD generation, and then the CRD is graduated", func() {
+		step := plan(policy("", run(done)), nil)
+		Expect(step.Action).To(Equal(graduation.ActionNone), step.Message())
+		Expect(step.Phase).To(Equal(graduatorv1alpha1.PhaseGraduated))
+	})
+	It("is not met by a complete run of an earlier CRD generation", func() {
+		earlier := done
+		earlier.CRDGeneration = 4
+		step := plan(policy("", run(earlier), storedSince("v1beta1", time.Hour)), &graduation.PreflightResult{Passed: true})
+		Expect(step.Action).To(Equal(graduation.ActionMigrate), step.Message())
+	})
+})

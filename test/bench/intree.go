@@ -28,8 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/internal/storagemigration"
+	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

@@ -25,8 +25,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/internal/roundtrip"
+	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

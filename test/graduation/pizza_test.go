@@ -27,8 +27,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/graduationtest"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/test/gitops"
 	"github.com/graduator/graduator/test/pizzaenv"
 )

@@ -42,10 +42,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/graduator/graduator/internal/access"
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/graduationtest"
+	"github.com/graduator/graduator/internal/access"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/test/chart"
 )
 

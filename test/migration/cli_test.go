@@ -17,6 +17,7 @@ limitations under the License.
 package migration_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -126,28 +127,7 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 	It("refuses to migrate without the rights on the CRD's group, exits 1 naming the rule to add, and writes nothing", func(ctx SpecContext) {
 		f := newFixture(ctx, 20)
 		f.switchStorage(ctx)
-		By("a user who may read CRDs but nothing of the widgets' group")
-		const userName = "cli-without-group-rights"
-		role := &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: userName},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"},
-				Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get"}}},
-		}
-		Expect(k8sClient.Create(ctx, role)).To(Succeed())
-		DeferCleanup(k8sClient.Delete, role)
-		binding := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: userName},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: userName}},
-		}
-		Expect(k8sClient.Create(ctx, binding)).To(Succeed())
-		DeferCleanup(k8sClient.Delete, binding)
-		user, err := testEnv.AddUser(envtest.User{Name: userName}, nil)
-		Expect(err).NotTo(HaveOccurred())
-		data, err := user.KubeConfig()
-		Expect(err).NotTo(HaveOccurred())
-		denied := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-		Expect(os.WriteFile(denied, data, 0o600)).To(Succeed())
+		denied := kubeconfigWithoutGroupRights(ctx, "cli-without-group-rights")
 
 		session, err := gexec.Start(exec.Command(binary, "migrate", f.crd.Name, "--prune", "--kubeconfig", denied), GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
@@ -160,6 +140,52 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 		var crd apiextensionsv1.CustomResourceDefinition
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
 		Expect(crd.Status.StoredVersions).To(ConsistOf("v1", "v2"))
+	})
+
+	It("on a CRD whose storedVersions lists only the storage version says nothing to migrate and writes nothing; --force rewrites every object", func(ctx SpecContext) {
+		const n = 40
+		f := newFixture(ctx, n)
+		f.switchStorage(ctx)
+		By("storedVersions pruned by hand while etcd still holds every object as v1")
+		var crd apiextensionsv1.CustomResourceDefinition
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
+		crd.Status.StoredVersions = []string{"v2"}
+		Expect(k8sClient.Status().Update(ctx, &crd)).To(Succeed())
+		Expect(f.storedCounts(ctx)).To(HaveKeyWithValue(f.group+"/v1", n))
+		before := f.resourceVersions(ctx)
+
+		session := run("migrate", f.crd.Name, "--prune")
+		Expect(session.ExitCode()).To(BeZero(), string(session.Err.Contents()))
+		Expect(string(session.Out.Contents())).To(ContainSubstring(
+			f.crd.Name + ": nothing to migrate: every object is stored as v2 (status.storedVersions is [v2]); --force rewrites every object anyway"))
+		Expect(f.resourceVersions(ctx)).To(Equal(before), "no object was written")
+
+		session = run("migrate", f.crd.Name, "--force", "-o", "json")
+		Expect(session.ExitCode()).To(BeZero(), string(session.Err.Contents()))
+		var summary struct {
+			Listed, Rewritten int64
+			Complete          bool
+			NothingToMigrate  bool
+		}
+		Expect(json.Unmarshal(session.Out.Contents(), &summary)).To(Succeed())
+		Expect(summary.Complete).To(BeTrue())
+		Expect(summary.NothingToMigrate).To(BeFalse())
+		Expect(summary.Listed).To(BeEquivalentTo(n))
+		Expect(summary.Rewritten).To(BeEquivalentTo(n))
+		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v2": n}), "etcd holds every object as v2")
+	})
+
+	It("on a CRD with nothing stale still refuses a user without the rights, exits 1 naming the rule to add", func(ctx SpecContext) {
+		f := newFixture(ctx, 10)
+		denied := kubeconfigWithoutGroupRights(ctx, "cli-clean-without-group-rights")
+		for _, args := range [][]string{{"migrate", f.crd.Name}, {"migrate", f.crd.Name, "--force"}} {
+			session, err := gexec.Start(exec.Command(binary, append(args, "--kubeconfig", denied)...), GinkgoWriter, GinkgoWriter)
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(session).WithTimeout(time.Minute).Should(gexec.Exit(1), "%v", args)
+			Expect(string(session.Err.Contents())).To(And(
+				ContainSubstring("not allowed to list, get, patch widgets."+f.group),
+				ContainSubstring(access.RuleFor(f.group))), "%v", args)
+		}
 	})
 
 	It("--write-to Status rewrites objects whose every update admission denies, and prunes", func(ctx SpecContext) {
@@ -324,6 +350,34 @@ var cli struct{ binary, kubeconfig string }
 
 // buildCLI builds the graduator binary once for the suite (AfterSuite
 // removes it) and writes a kubeconfig for it.
+// kubeconfigWithoutGroupRights writes the kubeconfig of a user who may read
+// CRDs but nothing of any widgets' group.
+func kubeconfigWithoutGroupRights(ctx context.Context, userName string) string {
+	By("a user who may read CRDs but nothing of the widgets' group")
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: userName},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"apiextensions.k8s.io"},
+			Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get"}}},
+	}
+	Expect(k8sClient.Create(ctx, role)).To(Succeed())
+	DeferCleanup(k8sClient.Delete, role)
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: userName},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: userName}},
+	}
+	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+	DeferCleanup(k8sClient.Delete, binding)
+	user, err := testEnv.AddUser(envtest.User{Name: userName}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	data, err := user.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	denied := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(os.WriteFile(denied, data, 0o600)).To(Succeed())
+
+	return denied
+}
+
 func buildCLI() (binary, kubeconfig string) {
 	if cli.binary == "" {
 		var err error

@@ -132,6 +132,17 @@ func (f *fixture) stored(ctx context.Context) map[string]string {
 	return versions
 }
 
+// resourceVersions maps each widget's namespace/name to its resourceVersion.
+func (f *fixture) resourceVersions(ctx context.Context) map[string]string {
+	list, err := dyn.Resource(f.v1).List(ctx, metav1.ListOptions{})
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	rvs := make(map[string]string, len(list.Items))
+	for _, obj := range list.Items {
+		rvs[obj.GetNamespace()+"/"+obj.GetName()] = obj.GetResourceVersion()
+	}
+	return rvs
+}
+
 // storedCounts returns the distinct apiVersions in etcd with their counts.
 func (f *fixture) storedCounts(ctx context.Context) map[string]int {
 	counts, err := etcd.Counts(ctx, f.group, "widgets")

@@ -35,9 +35,9 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/crdmigrate"
+	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
-	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 

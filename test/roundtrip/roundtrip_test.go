@@ -24,8 +24,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/internal/roundtrip"
+	"github.com/graduator/graduator/migration"
 )
 
 // gadgetSpec is the i-th gadget's spec at v1: about 3% carry the optional
