@@ -87,8 +87,12 @@ envtest-assets: ## Put kube-apiserver, etcd and (1.37+) kube-controller-manager 
 		ENVTEST_K8S_VERSION=$(K8S) ENVTEST_CONTROLLER_MANAGER=$(ENVTEST_CONTROLLER_MANAGER) hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR); \
 	fi
 
+.PHONY: large-files
+large-files: ## Fail when git tracks a file over 1 MiB (a built binary committed by mistake).
+	hack/check-large-files.sh
+
 .PHONY: test
-test: envtest-assets fuzz helm image test-examples ## Unit tests, short fuzz runs, the chart and image checks, the envtest suites against a real kube-apiserver, and the examples.
+test: large-files envtest-assets fuzz helm image test-examples ## No tracked file over 1 MiB, unit tests, short fuzz runs, the chart and image checks, the envtest suites against a real kube-apiserver, and the examples.
 	HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
 
 # examples/ is a module of its own (users copy it), so ./... of the root
