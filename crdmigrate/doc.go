@@ -84,9 +84,12 @@ limitations under the License.
 // The first (without patch) and third are what it runs on; the others it
 // checks with SelfSubjectAccessReviews before it writes anything (patch on
 // customresourcedefinitions is for its state annotation), and a missing one
-// stops the graduation of that CRD before anything is written, with a
-// Forbidden Event (or, when Events are what is missing, a log line) that
-// names every rule to add.
+// stalls the graduation of that CRD before anything is written, as any
+// failed step does: one Forbidden Event (or, when Events are what is
+// missing, a log line) names every rule to add, and the check is retried
+// with the same backoff. While the right to patch the CRD is missing, that
+// stall's state is held in the controller's memory instead of the
+// annotation.
 //
 // Add works on a manager built with client-go's default scheme: it adds
 // apiextensions.k8s.io/v1 to the manager's scheme when it is missing. An operator usually holds the last one already,

@@ -18,10 +18,8 @@ package crdmigrate
 
 import (
 	"context"
-	"errors"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/internal/access"
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
 )
@@ -47,12 +44,15 @@ type reconciler struct {
 	reader client.Reader
 	spec   graduatorv1alpha1.CRDVersionPolicySpec
 	driver *driver.Driver
+	// unsaved holds the graduations this controller may not save on their
+	// CRD yet (driver.CRDStore.Unsaved).
+	unsaved driver.UnsavedStates
 }
 
 // Reconcile hands the CRD's graduation to the driver, once the CRD stores
 // more than its storage version or a run of it is unfinished.
 func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	store := &driver.CRDStore{Client: r.client, Reader: r.reader, Spec: r.spec, Name: req.Name}
+	store := &driver.CRDStore{Client: r.client, Reader: r.reader, Spec: r.spec, Name: req.Name, Unsaved: &r.unsaved}
 	policy, err := store.Load(ctx)
 	if err != nil || policy == nil {
 		return ctrl.Result{}, err
@@ -64,21 +64,16 @@ func (r *reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if run := policy.Status.Migration; len(graduation.StaleStoredVersions(crd)) == 0 && (run == nil || run.CompletedAt != nil) {
 		return ctrl.Result{}, nil // nothing to graduate: no state written on the CRD
 	}
-	// Before any state is written on the CRD: may the controller do all
-	// the graduation takes? A denial names the rules to add.
-	if err := r.driver.CheckAccess(ctx, policy, crd, graduation.StorageVersion(crd)); err != nil {
-		reason, message := graduation.StallReason("CheckAccess", err), err.Error()
-		if denied := (*access.Denied)(nil); errors.As(err, &denied) {
-			message = denied.Grant()
-		}
-		r.driver.Reporter.Event(policy, crd, corev1.EventTypeWarning, reason, "CheckAccess", message)
-		log.FromContext(ctx).Info("graduation stalled", "reason", reason, "error", err.Error())
-		return ctrl.Result{RequeueAfter: graduation.BlockedRetryInterval}, nil
-	}
 	out, err := r.driver.Run(ctx, store, policy)
-	if apierrors.IsConflict(err) {
+	switch {
+	case apierrors.IsConflict(err):
 		log.FromContext(ctx).V(1).Info("the graduation's state changed meanwhile; planning again", "error", err.Error())
 		return ctrl.Result{Requeue: true}, nil
+	case out.Stall != nil && apierrors.IsForbidden(err):
+		// The stall names the rules to add (the right to patch the CRD
+		// among them); its state waits in r.unsaved, retried with the
+		// driver's backoff.
+		return ctrl.Result{RequeueAfter: out.RequeueAfter}, nil
 	}
 	return ctrl.Result{RequeueAfter: out.RequeueAfter}, err
 }

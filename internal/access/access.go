@@ -161,6 +161,10 @@ type Denied struct {
 	Missing  []authorizationv1.ResourceAttributes
 }
 
+// IsAdvice marks the denial as advice kept whole in a stall message: the
+// rules it names are what a person adds.
+func (*Denied) IsAdvice() {}
+
 // Error names what is missing and the rule that grants it, on one line (it
 // ends up in a condition message).
 func (d *Denied) Error() string {

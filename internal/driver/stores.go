@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -141,10 +142,44 @@ type CRDStore struct {
 	Reader client.Reader
 	Spec   graduatorv1alpha1.CRDVersionPolicySpec
 	Name   string
+	// Unsaved, shared by the door's stores, holds the graduation of a CRD
+	// whose annotation the door may not write (the right to patch the CRD
+	// is missing): the stall that says so then keeps its retries, its
+	// backoff and its one Event across reconciles until the right is
+	// granted. Nil: nothing is held.
+	Unsaved *UnsavedStates
 
 	// base is the CRD as last loaded or saved: its resourceVersion locks
 	// the next Save.
 	base *apiextensionsv1.CustomResourceDefinition
+}
+
+// UnsavedStates holds, by CRD name, graduations that could not be saved on
+// their CRD (CRDStore.Unsaved). Only a stall is ever held: the access check
+// that needs the right to patch the CRD runs before anything is written.
+type UnsavedStates struct{ states sync.Map }
+
+func (u *UnsavedStates) load(name string) (graduatorv1alpha1.CRDVersionPolicyStatus, bool) {
+	if u == nil {
+		return graduatorv1alpha1.CRDVersionPolicyStatus{}, false
+	}
+	status, ok := u.states.Load(name)
+	if !ok {
+		return graduatorv1alpha1.CRDVersionPolicyStatus{}, false
+	}
+	return *status.(*graduatorv1alpha1.CRDVersionPolicyStatus).DeepCopy(), true
+}
+
+func (u *UnsavedStates) keep(name string, status graduatorv1alpha1.CRDVersionPolicyStatus) {
+	if u != nil {
+		u.states.Store(name, status.DeepCopy())
+	}
+}
+
+func (u *UnsavedStates) forget(name string) {
+	if u != nil {
+		u.states.Delete(name)
+	}
 }
 
 // Load reads the CRD and the graduation in its annotation; nil when the CRD
@@ -166,6 +201,8 @@ func (s *CRDStore) Load(ctx context.Context) (*graduatorv1alpha1.CRDVersionPolic
 		// A state that does not parse is treated as none: the run starts
 		// over from a new checkpoint, which costs writes but no safety.
 		_ = json.Unmarshal([]byte(raw), &policy.Status)
+	} else if status, ok := s.Unsaved.load(s.Name); ok {
+		policy.Status = status
 	}
 	return policy, nil
 }
@@ -197,9 +234,13 @@ func (s *CRDStore) Save(ctx context.Context, policy *graduatorv1alpha1.CRDVersio
 		switch {
 		case err == nil:
 			s.base = patched
+			s.Unsaved.forget(s.Name)
 			return nil
 		case apierrors.IsNotFound(err):
 			return nil
+		case apierrors.IsForbidden(err):
+			s.Unsaved.keep(s.Name, policy.Status)
+			return fmt.Errorf("save the graduation of %s on the CRD: %w", s.Name, err)
 		case !apierrors.IsConflict(err) || attempt > 2:
 			return fmt.Errorf("save the graduation of %s on the CRD: %w", s.Name, err)
 		}

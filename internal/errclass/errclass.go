@@ -90,3 +90,16 @@ func Retriable(err error) bool {
 	}
 	return false
 }
+
+// Advice is an error whose whole message is what a person must do, such as
+// the RBAC rules to add: a stall message quotes it untrimmed.
+type Advice interface {
+	error
+	IsAdvice()
+}
+
+// IsAdvice reports whether err wraps an Advice.
+func IsAdvice(err error) bool {
+	var advice Advice
+	return errors.As(err, &advice)
+}

@@ -28,6 +28,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -36,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/access"
 	"github.com/graduator/graduator/internal/graduation"
 )
 
@@ -604,6 +606,20 @@ var _ = Describe("StallOf: the reason a person reads when a step keeps failing",
 		Expect(stall.Message).To(ContainSubstring("etcdctl defrag"))
 		Expect(stall.Message).To(ContainSubstring("etcdctl alarm disarm"))
 		Expect(stall.Message).To(HaveSuffix("retrying in 5s"))
+	})
+	It("keeps a denial's rules whole, however many", func() {
+		denied := &access.Denied{Resource: schema.GroupVersionResource{Group: "restaurant.example.com", Version: "v1", Resource: "pizzas"}}
+		for _, verb := range []string{"list", "get", "patch"} {
+			denied.Missing = append(denied.Missing, authorizationv1.ResourceAttributes{Verb: verb, Group: "restaurant.example.com", Resource: "pizzas"})
+		}
+		for _, sub := range []string{"", "status", "scale", "finalizers", "approval", "ephemeral"} {
+			denied.Missing = append(denied.Missing, authorizationv1.ResourceAttributes{Verb: "patch", Group: apiextensionsv1.GroupName,
+				Resource: "customresourcedefinitions", Subresource: sub})
+		}
+		Expect(len(denied.Error())).To(BeNumerically(">", 600))
+		stall := graduation.StallOf("Preflight", fmt.Errorf("check access: %w", denied), 1)
+		Expect(stall.Reason).To(Equal(graduation.ReasonForbidden))
+		Expect(stall.Message).To(ContainSubstring(denied.Error()))
 	})
 	It("trims a long error and backs off from 5s doubling to 5m", func() {
 		stall := graduation.StallOf("Migrate", errors.New(strings.Repeat("x", 5000)), 3)

@@ -99,7 +99,7 @@ func StallOf(step string, err error, attempt int32) Stall {
 		text = strings.Replace(text, "; "+errclass.NoSpaceAdvice, "", 1)
 		advice = "; " + errclass.NoSpaceAdvice
 	}
-	if len(text) > maxStallMessage {
+	if len(text) > maxStallMessage && !errclass.IsAdvice(err) {
 		text = text[:maxStallMessage] + "..."
 	}
 	text += advice

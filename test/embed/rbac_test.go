@@ -18,6 +18,7 @@ package embed_test
 
 import (
 	"fmt"
+	eventsv1 "k8s.io/api/events/v1"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -67,6 +68,19 @@ var _ = Describe("crdmigrate with least privilege", func() {
 				ContainSubstring(`{apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions"], verbs: ["patch"]}`),
 				ContainSubstring(`{apiGroups: ["apiextensions.k8s.io"], resources: ["customresourcedefinitions/status"], verbs: ["patch"]}`),
 				ContainSubstring("nothing was changed"))))))
+		By("retrying with the driver's backoff (5 s, 10 s, ...) and telling the stall once")
+		forbidden := func() ([]eventsv1.Event, error) {
+			events, err := crdEvents(ctx, crd.Name)()
+			var out []eventsv1.Event
+			for _, e := range events {
+				if e.Reason == graduation.ReasonForbidden {
+					out = append(out, e)
+				}
+			}
+			return out, err
+		}
+		Consistently(forbidden).WithTimeout(20*time.Second).WithPolling(2*time.Second).Should(ConsistOf(
+			HaveField("Series", BeNil())), "one Forbidden Event, never repeated")
 		Expect(getCRD(ctx, crd.Name).Annotations).NotTo(HaveKey(driver.StateAnnotation), "no state was written on the CRD")
 		Expect(r.Stored(ctx, crd.Name).Count(group+"/v1")).To(Equal(objects), "no object was written")
 		Expect(getCRD(ctx, crd.Name).Status.StoredVersions).To(ConsistOf("v1", "v2"))
