@@ -20,12 +20,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
 )
 
@@ -56,21 +55,25 @@ const maxFleetList = 20
 // policy the user named after the CRD is never touched; between two
 // selectors the older one keeps the CRD.
 type FleetReconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Reader reads the selector policy uncached: its status is written
+	// under an optimistic lock on what this reconcile read.
+	Reader   client.Reader
 	Recorder recorder.EventRecorder
 }
 
 // Reconcile brings the generated policies of one selector policy in line
 // with what it selects, and sums them up in its status.
 func (r *FleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	policy := &graduatorv1alpha1.CRDVersionPolicy{}
-	if err := r.Client.Get(ctx, req.NamespacedName, policy); err != nil {
-		if apierrors.IsNotFound(err) {
-			// Gone: its generated policies go too (owner references do the
-			// same where a garbage collector runs).
-			return ctrl.Result{}, r.deleteGenerated(ctx, req.Name, nil)
-		}
+	store := &driver.PolicyStore{Client: r.Client, Reader: r.Reader, Name: req.Name}
+	policy, err := store.Load(ctx)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if policy == nil {
+		// Gone: its generated policies go too (owner references do the
+		// same where a garbage collector runs).
+		return ctrl.Result{}, r.deleteGenerated(ctx, req.Name, nil)
 	}
 	if policy.Spec.Selector == nil {
 		return ctrl.Result{}, nil
@@ -115,7 +118,12 @@ func (r *FleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.deleteGenerated(ctx, policy.Name, selected); err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.writeStatus(ctx, policy, fleet, stale, stalled)
+	err = r.writeStatus(ctx, store, policy, fleet, stale, stalled)
+	if apierrors.IsConflict(err) {
+		log.FromContext(ctx).V(1).Info("the fleet's status changed meanwhile; summing it up again", "error", err.Error())
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // govern makes sure the CRD has a policy, and returns it: a new one of the
@@ -221,65 +229,29 @@ func summarize(fleet *graduatorv1alpha1.FleetStatus, crdName, fleetName string, 
 	}
 }
 
-// writeStatus records the fleet and its conditions: Ready True when every
-// selected CRD stores only its storage version; while some do not, Stalled
-// when one of its own policies of those is Stalled (a person must act
-// there: its reason and message, and how many more), else Reconciling.
-func (r *FleetReconciler) writeStatus(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy,
+// writeStatus records the fleet and the phase and conditions
+// graduation.PlanFleet decides, through the policy store: under an
+// optimistic lock on the status this reconcile read.
+func (r *FleetReconciler) writeStatus(ctx context.Context, store *driver.PolicyStore, policy *graduatorv1alpha1.CRDVersionPolicy,
 	fleet *graduatorv1alpha1.FleetStatus, stale []string, stalled []*graduatorv1alpha1.CRDVersionPolicy) error {
-	before := policy.DeepCopy()
+	previous := policy.Status.Phase
+	phase, conditions := graduation.PlanFleet(graduation.FleetInput{
+		Selected: fleet.Selected, Stale: stale, Blocked: len(fleet.Blocked) > 0, Stalled: stalled})
 	policy.Status.ObservedGeneration = policy.Generation
 	policy.Status.Fleet = fleet
-	ready := metav1.Condition{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: graduation.ReasonGraduated,
-		Message: fmt.Sprintf("every one of the %d selected CRDs stores only its storage version", fleet.Selected)}
-	phase := graduatorv1alpha1.PhaseGraduated
-	if len(stale) > 0 {
-		sort.Strings(stale)
-		shown := stale[:min(len(stale), 5)]
-		ready.Status, ready.Reason = metav1.ConditionFalse, graduation.ReasonInProgress
-		ready.Message = fmt.Sprintf("%d of %d selected CRDs still store older versions: %s", len(stale), fleet.Selected, strings.Join(shown, ", "))
-		phase = graduatorv1alpha1.PhaseMigrating
-		if len(fleet.Blocked) > 0 {
-			phase = graduatorv1alpha1.PhaseBlocked
-		}
-		if len(stalled) > 0 {
-			ready.Reason, ready.Message = stalledMembers(stalled, fleet.Selected)
-		}
-	}
 	policy.Status.Phase = phase
-	conditions := []metav1.Condition{ready}
-	graduation.SetProgress(&conditions, phase)
 	for _, c := range conditions {
 		c.ObservedGeneration = policy.Generation
 		meta.SetStatusCondition(&policy.Status.Conditions, c)
 	}
-	if equality.Semantic.DeepEqual(before.Status, policy.Status) {
-		return nil
+	if err := store.Save(ctx, policy); err != nil {
+		return err
 	}
-	if before.Status.Phase != phase && r.Recorder != nil {
+	if previous != phase && r.Recorder != nil {
+		ready := meta.FindStatusCondition(policy.Status.Conditions, graduatorv1alpha1.ConditionReady)
 		r.Recorder.Eventf(policy, nil, corev1.EventTypeNormal, string(phase), "Fleet", "%s", ready.Message)
 	}
-	if err := r.Client.Status().Patch(ctx, policy, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("write status of fleet policy %s: %w", policy.Name, err)
-	}
 	return nil
-}
-
-// stalledMembers is the fleet's Ready reason and message while some of its
-// policies are Stalled: the first one's (by CRD name) reason, its words,
-// and how many more wait for a person.
-func stalledMembers(stalled []*graduatorv1alpha1.CRDVersionPolicy, selected int32) (string, string) {
-	sort.Slice(stalled, func(i, j int) bool { return stalled[i].Name < stalled[j].Name })
-	first := meta.FindStatusCondition(stalled[0].Status.Conditions, graduatorv1alpha1.ConditionStalled)
-	msg := fmt.Sprintf("%d of %d selected CRDs cannot go on until a person acts; %s: %s", len(stalled), selected, stalled[0].Name, first.Message)
-	if more := len(stalled) - 1; more > 0 {
-		names := make([]string, 0, min(more, 5))
-		for _, m := range stalled[1:min(len(stalled), 6)] {
-			names = append(names, m.Name)
-		}
-		msg += fmt.Sprintf("; also %s (see their policies)", strings.Join(names, ", "))
-	}
-	return first.Reason, msg
 }
 
 // Selects reports whether a selector selects a CRD: its group matches one of

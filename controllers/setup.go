@@ -69,7 +69,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CRDVersionPolicy controller: %w", err)
 	}
-	if err := (&FleetReconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&FleetReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the fleet controller: %w", err)
 	}
 	if err := (&DriftReporter{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
