@@ -44,6 +44,7 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/metrics"
 )
 
 // CRDVersionPolicyReconciler is the operator's door to the graduation: it
@@ -171,6 +172,7 @@ func (r *CRDVersionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			Client: r.Client, Reader: r.reader(), Dynamic: r.Dynamic, Config: r.Config, Discovery: r.Discovery, Reviews: r.Reviews,
 		},
 		Reporter:  reporter{recorder: r.Recorder},
+		Metrics:   metrics.Recorder{},
 		EtcdQuota: r.EtcdQuota,
 		Clock:     r.Clock,
 	}

@@ -222,7 +222,7 @@ func summarize(fleet *graduatorv1alpha1.FleetStatus, crdName, fleetName string, 
 	ready := meta.FindStatusCondition(member.Status.Conditions, graduatorv1alpha1.ConditionReady)
 	switch {
 	case member.Status.Phase == graduatorv1alpha1.PhaseMigrating && member.Status.Migration != nil:
-		add(&fleet.Migrating, fmt.Sprintf("%s rewritten+skipped/listed", member.Status.Migration.Progress))
+		add(&fleet.Migrating, fmt.Sprintf("%s done/listed", member.Status.Migration.Progress))
 	case ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason != graduation.ReasonInProgress &&
 		ready.Reason != graduation.ReasonAwaitingManifestChange:
 		add(&fleet.Blocked, ready.Reason+": "+ready.Message)

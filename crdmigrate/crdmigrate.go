@@ -38,6 +38,7 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/metrics"
 	"github.com/graduator/graduator/migration"
 )
 
@@ -178,6 +179,7 @@ func Add(mgr ctrl.Manager, opts Options) error {
 				Reviews: authz.SelfSubjectAccessReviews(),
 			},
 			Reporter:  reporter{recorder: mgr.GetEventRecorder(opts.Name)},
+			Metrics:   metrics.Recorder{},
 			Needs:     needs,
 			EtcdQuota: opts.EtcdQuota,
 		},

@@ -555,8 +555,8 @@ type MigrationStatus struct {
 	// +optional
 	Failed int64 `json:"failed,omitempty"`
 
-	// Progress is a human summary, "rewritten+skipped/listed", for kubectl
-	// get.
+	// Progress is a human summary, "done/listed", for kubectl get: done
+	// counts the objects rewritten, skipped and failed (Done).
 	// +optional
 	Progress string `json:"progress,omitempty"`
 
@@ -719,3 +719,7 @@ type CRDVersionPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []CRDVersionPolicy `json:"items"`
 }
+
+// Done is how many objects of the run are done: rewritten, skipped or
+// failed. Progress shows it over Listed.
+func (m *MigrationStatus) Done() int64 { return m.Rewritten + m.Skipped + m.Failed }

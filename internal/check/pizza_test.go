@@ -30,7 +30,7 @@ import (
 var _ = Describe("The Pizza CRD's stages, checked pairwise", func() {
 	const pizzas = "pizzas.restaurant.example.com"
 	stage := func(file string) map[string]*apiextensionsv1.CustomResourceDefinition {
-		crds, err := check.Source{}.Load(context.Background(), filepath.Join("..", "config", "samples", "pizza", file))
+		crds, err := check.Source{}.Load(context.Background(), filepath.Join("..", "..", "config", "samples", "pizza", file))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(crds).To(HaveKey(pizzas))
 		return crds

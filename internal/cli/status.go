@@ -70,7 +70,7 @@ type CRDStatus struct {
 	Message string `json:"message,omitempty"`
 	// PolicyError says why the policy could not be read, when it could not.
 	PolicyError string `json:"policyError,omitempty"`
-	// Progress is the running migration's "rewritten/listed", with the
+	// Progress is the running migration's "done/listed", with the
 	// percent done when the total is known.
 	Progress string `json:"progress,omitempty"`
 	// Writers is the migration's adaptive limit on writes in flight.
@@ -391,11 +391,11 @@ func addETA(ctx context.Context, dyn dynamic.Interface, row *CRDStatus, crds []a
 	row.Progress, row.ETA = migrationProgress(p.Status.Migration, total, now)
 }
 
-// migrationProgress is "rewritten/listed", with the percent of total done
-// and the ETA at the run's rate so far when total is known (>= 0).
+// migrationProgress is the policy's "done/listed", with the percent of
+// total done and the ETA at the run's rate so far when total is known (>= 0).
 func migrationProgress(run *graduatorv1alpha1.MigrationStatus, total int64, now time.Time) (progress, eta string) {
-	progress = fmt.Sprintf("%d/%d", run.Rewritten, run.Listed)
-	done := run.Rewritten + run.Skipped + run.Failed
+	done := run.Done()
+	progress = fmt.Sprintf("%d/%d", done, run.Listed)
 	if total < 0 {
 		return progress, ""
 	}

@@ -54,7 +54,6 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/graduation"
-	"github.com/graduator/graduator/internal/metrics"
 	"github.com/graduator/graduator/migration"
 )
 
@@ -102,6 +101,33 @@ type Reporter interface {
 	Planned(policy *graduatorv1alpha1.CRDVersionPolicy, step graduation.Step, previous graduatorv1alpha1.Phase)
 }
 
+// Metrics receives what the driver measures, for a door that exports it
+// (metrics.Recorder in a manager); the CLI and the rehearsal kit set none.
+type Metrics interface {
+	// RunStarted and RunEnded bracket a migration run of crd.
+	RunStarted(crd string)
+	RunEnded(crd string)
+	// Counted adds the objects rewritten, skipped and failed since the
+	// last call.
+	Counted(crd string, rewritten, skipped, failed int64)
+	// Progressed tells the writers in flight and the fraction done.
+	Progressed(crd string, writers int, fraction float64)
+	// Completed tells how long a complete run took.
+	Completed(crd string, took time.Duration)
+	// StepFailed counts a failed attempt of a step, with its stall reason.
+	StepFailed(crd, step, reason string)
+}
+
+// noMetrics measures nothing.
+type noMetrics struct{}
+
+func (noMetrics) RunStarted(string)                   {}
+func (noMetrics) RunEnded(string)                     {}
+func (noMetrics) Counted(string, int64, int64, int64) {}
+func (noMetrics) Progressed(string, int, float64)     {}
+func (noMetrics) Completed(string, time.Duration)     {}
+func (noMetrics) StepFailed(crd, step, reason string) {}
+
 // Clients are how the driver reads and writes the cluster.
 type Clients struct {
 	// Client patches CRDs (storage flags, storedVersions) and creates and
@@ -128,6 +154,8 @@ type Clients struct {
 type Driver struct {
 	Clients
 	Reporter Reporter
+	// Metrics receives the driver's measurements; nil measures nothing.
+	Metrics Metrics
 	// Allows says which actions the door takes; nil allows all. When the
 	// plan's next action is not allowed, Run returns with Outcome.Held.
 	Allows func(graduation.Action) bool
@@ -149,6 +177,13 @@ type Driver struct {
 	Clock clock.PassiveClock
 
 	runs runningMigrations
+}
+
+func (d *Driver) metrics() Metrics {
+	if d.Metrics == nil {
+		return noMetrics{}
+	}
+	return d.Metrics
 }
 
 // Outcome is where Run stopped.
@@ -309,7 +344,7 @@ func (d *Driver) stalled(ctx context.Context, g *run, in graduation.Input, faile
 	in.Failed = failed
 	s := graduation.Plan(in)
 	d.record(g, s, in.Now)
-	metrics.StepErrors.WithLabelValues(g.policy.Name, failed.Step, s.Stall.Reason).Inc()
+	d.metrics().StepFailed(g.policy.Name, failed.Step, s.Stall.Reason)
 	if s.Retries == 1 {
 		d.Reporter.Event(g.policy, g.crd, corev1.EventTypeWarning, s.Stall.Reason, failed.Step, s.Stall.Message)
 	}

@@ -30,7 +30,6 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/graduation"
-	"github.com/graduator/graduator/internal/metrics"
 	"github.com/graduator/graduator/migration"
 )
 
@@ -71,15 +70,20 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	defer cancel(nil)
 	d.runs.start(policy.Name, cancel)
 	defer d.runs.done(policy.Name)
-	metrics.MigrationsRunning.Inc()
-	defer metrics.MigrationsRunning.Dec()
+	m := d.metrics()
+	m.RunStarted(crd.Name)
+	defer m.RunEnded(crd.Name)
 	counted := progressOf(r)
+	count := func(p migration.Progress) {
+		m.Counted(crd.Name, p.Rewritten-counted.Rewritten, p.Skipped-counted.Skipped, p.Failed-counted.Failed)
+		counted.Rewritten, counted.Skipped, counted.Failed = max(counted.Rewritten, p.Rewritten),
+			max(counted.Skipped, p.Skipped), max(counted.Failed, p.Failed)
+	}
 	opts := d.engineOptions(policy.Spec.Migration, graduation.ResourceAt(crd, step.StorageVersion), progressOf(r))
 	door := opts.OnProgress
 	opts.OnProgress = func(p migration.Progress) {
-		metrics.CountProgress(crd.Name, &counted, p)
-		metrics.MigrationWriters.WithLabelValues(crd.Name).Set(float64(p.Writers))
-		metrics.ObserveProgress(crd.Name, p)
+		count(p)
+		m.Progressed(crd.Name, p.Writers, p.Fraction())
 		recordProgress(r, p)
 		// Conditions follow the run as it goes: objects rejected so far
 		// show in Ready at once, not only when the run ends. A page went
@@ -104,10 +108,10 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 		}
 	}
 	result, err := migration.Run(runCtx, d.Dynamic, opts)
-	metrics.CountProgress(crd.Name, &counted, result.Progress)
+	count(result.Progress)
 	recordProgress(r, result.Progress)
 	if result.Complete {
-		metrics.MigrationProgress.WithLabelValues(crd.Name).Set(1)
+		m.Progressed(crd.Name, result.Writers, 1)
 	}
 	if why := context.Cause(runCtx); errors.Is(why, ErrCRDChanged) || errors.Is(why, ErrPolicyChanged) {
 		// The CRD or the policy changed: the next plan decides what follows.
@@ -151,7 +155,7 @@ func (d *Driver) completed(g *run, target string) {
 	done := metav1.NewTime(d.now())
 	r.CompletedAt = &done
 	r.ContinueToken = ""
-	metrics.MigrationDuration.WithLabelValues(crd.Name).Observe(done.Sub(r.StartedAt.Time).Seconds())
+	d.metrics().Completed(crd.Name, done.Sub(r.StartedAt.Time))
 	eventType, reason := corev1.EventTypeNormal, ReasonMigrationCompleted
 	if r.Failed > 0 {
 		eventType, reason = corev1.EventTypeWarning, ReasonMigrationFailed
@@ -212,7 +216,7 @@ func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) 
 	r.CatchUp, r.CatchUpResourceVersion, r.CaughtUp = p.CatchUp, p.CatchUpCheckpoint, p.CaughtUp
 	r.Writers, r.WritersReason = int32(p.Writers), string(p.WritersReason)
 	r.Listed, r.Rewritten, r.Skipped, r.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
-	r.Progress = fmt.Sprintf("%d/%d", p.Rewritten+p.Skipped+p.Failed, p.Listed)
+	r.Progress = fmt.Sprintf("%d/%d", p.Done(), p.Listed)
 	r.WrittenRanges = p.Written
 	r.SpaceBudget, r.CompactionWait = p.SpaceBudgetReason, p.CompactionWait
 	r.Failures = nil

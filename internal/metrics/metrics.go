@@ -23,11 +23,11 @@ limitations under the License.
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"github.com/graduator/graduator/migration"
 )
 
 // The migration's collectors, each labelled with the CRD's name.
@@ -73,28 +73,39 @@ func init() {
 		StepErrors, MigrationWriters, MigrationsRunning, MigrationProgress)
 }
 
-// CountProgress adds to the object counters what p shows beyond what was
-// counted, and moves counted up to p. Start counted at the progress a run
-// resumes from, so a resumed run does not count its first part twice.
-func CountProgress(crd string, counted *migration.Progress, p migration.Progress) {
-	// Adding 0 still creates the series: a counter that exists from the first
-	// page on reads 0 in rate() and in alerts instead of being absent.
-	ObjectsRewritten.WithLabelValues(crd).Add(float64(max(p.Rewritten-counted.Rewritten, 0)))
-	ObjectsSkipped.WithLabelValues(crd).Add(float64(max(p.Skipped-counted.Skipped, 0)))
-	ObjectsFailed.WithLabelValues(crd).Add(float64(max(p.Failed-counted.Failed, 0)))
-	counted.Rewritten, counted.Skipped, counted.Failed = max(counted.Rewritten, p.Rewritten),
-		max(counted.Skipped, p.Skipped), max(counted.Failed, p.Failed)
+// Recorder records a graduation on the collectors above: the driver's
+// Metrics for the doors that run in a manager (the operator, crdmigrate).
+type Recorder struct{}
+
+// RunStarted counts a migration run of crd as running.
+func (Recorder) RunStarted(string) { MigrationsRunning.Inc() }
+
+// RunEnded counts a migration run of crd as no longer running.
+func (Recorder) RunEnded(string) { MigrationsRunning.Dec() }
+
+// Counted adds the objects done since the last call. Adding 0 still
+// creates the series: a counter that exists from the first page on reads 0
+// in rate() and in alerts instead of being absent.
+func (Recorder) Counted(crd string, rewritten, skipped, failed int64) {
+	ObjectsRewritten.WithLabelValues(crd).Add(float64(max(rewritten, 0)))
+	ObjectsSkipped.WithLabelValues(crd).Add(float64(max(skipped, 0)))
+	ObjectsFailed.WithLabelValues(crd).Add(float64(max(failed, 0)))
 }
 
-// ObserveProgress sets the progress gauge of a CRD's migration.
-func ObserveProgress(crd string, p migration.Progress) {
-	done := float64(p.Rewritten + p.Skipped + p.Failed)
-	total := float64(p.Listed + max(p.Remaining, 0))
-	if total == 0 {
-		MigrationProgress.WithLabelValues(crd).Set(0)
-		return
-	}
-	MigrationProgress.WithLabelValues(crd).Set(min(done/total, 1))
+// Progressed sets the writers in flight and the fraction of the run done.
+func (Recorder) Progressed(crd string, writers int, fraction float64) {
+	MigrationWriters.WithLabelValues(crd).Set(float64(writers))
+	MigrationProgress.WithLabelValues(crd).Set(fraction)
+}
+
+// Completed observes the duration of a complete run.
+func (Recorder) Completed(crd string, took time.Duration) {
+	MigrationDuration.WithLabelValues(crd).Observe(took.Seconds())
+}
+
+// StepFailed counts a failed attempt of a step, with the reason it stalled.
+func (Recorder) StepFailed(crd, step, reason string) {
+	StepErrors.WithLabelValues(crd, step, reason).Inc()
 }
 
 // Running returns how many storage migrations run now.
