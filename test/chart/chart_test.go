@@ -104,6 +104,7 @@ func TestHelmLintIsClean(t *testing.T) {
 			"metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring", "enableHTTP2=true"},
 		{"rbac.allGroups=true", "metrics.secure=false", "metrics.port=8080", "metrics.serviceMonitor.enabled=true"},
 		{"apf.enabled=false"},
+		{"scan.enabled=true", "scan.cronJob.enabled=true", "scan.cronJob.extraArgs={-o,json}", "scan.serviceAccount.name=ci-scan"},
 		{"apf.nominalConcurrencyShares=40", "apf.lendablePercent=0", "apf.borrowingLimitPercent=100", "apf.queues=64", "apf.handSize=8", "apf.queueLengthLimit=100"},
 	} {
 		args := []string{"lint", "--strict", chart.Dir()}
