@@ -217,7 +217,7 @@ func eachCluster[T any](ctx context.Context, clusters []cluster, parallel int,
 			cctx, cancel := context.WithTimeout(ctx, clusters[i].Timeout)
 			defer cancel()
 			results[i], errs[i] = read(cctx, clusters[i].Config)
-			if errs[i] != nil && cctx.Err() != nil && ctx.Err() == nil {
+			if errs[i] != nil && ctx.Err() == nil && (cctx.Err() != nil || errclass.IsTimeout(errs[i])) {
 				errs[i] = fmt.Errorf("no answer within %s (--request-timeout): %w", clusters[i].Timeout, errs[i])
 			}
 		}()

@@ -175,6 +175,7 @@ var _ = Describe("graduator scan across contexts", Ordered, func() {
 
 	It("with --against a release's manifests on stdin, says where the release would be refused", func() {
 		release := newCRD("Stale", v2)
+		release.APIVersion, release.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
 		data, err := yaml.Marshal(release)
 		Expect(err).NotTo(HaveOccurred())
 		code, out, _ := graduator(string(data), []string{kubeconfig}, "scan", "--context", "plane-a,plane-b", "--against", "-", "--fail-on", "error", "-o", "json")
@@ -242,4 +243,3 @@ var _ = Describe("graduator status across contexts", func() {
 		GinkgoWriter.Printf("status table:\n%s\n", out)
 	})
 })
-

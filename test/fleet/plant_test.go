@@ -27,6 +27,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,9 +81,16 @@ func newCRD(kind string, versions ...version) *apiextensionsv1.CustomResourceDef
 func staleCRD(ctx context.Context, c client.Client, kind string, second version) {
 	crd := newCRD(kind, v1, v2Served)
 	Expect(c.Create(ctx, crd)).To(Succeed())
-	crd.Spec.Versions[0].Served, crd.Spec.Versions[0].Storage = second.served, false
-	crd.Spec.Versions[1].Storage = true
-	Expect(c.Update(ctx, crd)).To(Succeed())
+	// The API server writes the new CRD's status meanwhile: read it again
+	// on a conflict.
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(crd), crd); err != nil {
+			return err
+		}
+		crd.Spec.Versions[0].Served, crd.Spec.Versions[0].Storage = second.served, false
+		crd.Spec.Versions[1].Storage = true
+		return c.Update(ctx, crd)
+	})).To(Succeed())
 	Eventually(func(g Gomega) {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(crd), crd)).To(Succeed())
 		g.Expect(crd.Status.StoredVersions).To(Equal([]string{"v1", "v2"}))
