@@ -97,7 +97,7 @@ var common = []string{
 	"webhooks conversion-webhook-no-endpoint",
 }
 
-var _ = Describe("graduator scan across contexts", Ordered, func() {
+var _ = Describe("graduator scan across contexts", Ordered, ContinueOnFailure, func() {
 	var byContext map[string]scanned
 	var code int
 	var took time.Duration
