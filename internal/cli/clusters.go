@@ -57,7 +57,7 @@ func (c *clusterFlags) addFlags(fs *pflag.FlagSet) {
 	c.parallel = 8
 	fs.StringSliceVar(&c.contexts, "context", nil,
 		"The kubeconfig context(s) to read: repeat the flag or separate names with commas. Default: the current context.")
-	fs.BoolVarP(&c.allContexts, "all-contexts", "A", false, "Read every context of the kubeconfig (KUBECONFIG may list many files).")
+	fs.BoolVar(&c.allContexts, "all-contexts", false, "Read every context of the kubeconfig (KUBECONFIG may list many files).")
 	fs.IntVar(&c.parallel, "parallel", c.parallel, "How many clusters are read at once.")
 }
 
