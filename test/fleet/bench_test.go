@@ -40,7 +40,9 @@ import (
 
 // BenchmarkScan is `graduator scan` (in process, -o json) of one cluster and
 // of three in parallel, each holding FLEET_BENCH_CRDS CRDs (300 by default;
-// every tenth with a deprecated served version, so the scan has findings).
+// every tenth with a deprecated served version, so the scan has findings),
+// each version's schema FLEET_BENCH_SCHEMA_KB KiB (about 1 by default; real
+// CRDs weigh 10 to 300).
 // The target: three clusters of 300 CRDs in under 5 s. Run it alone:
 //
 //	KUBEBUILDER_ASSETS=... go test ./test/fleet/ -run '^$' -bench Scan -benchtime 5x
@@ -55,9 +57,16 @@ func BenchmarkScan(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	kubeconfig := benchFleet(b, 3, n)
+	schemaKB := 0
+	if s := os.Getenv("FLEET_BENCH_SCHEMA_KB"); s != "" {
+		var err error
+		if schemaKB, err = strconv.Atoi(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	kubeconfig := benchFleet(b, 3, n, schemaKB)
 	for _, contexts := range []string{"bench-0", "bench-0,bench-1,bench-2"} {
-		b.Run(fmt.Sprintf("clusters=%d/crds=%d", strings.Count(contexts, ",")+1, n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("clusters=%d/crds=%d/schemaKB=%d", strings.Count(contexts, ",")+1, n, schemaKB), func(b *testing.B) {
 			for b.Loop() {
 				root := cli.NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
 				root.SetArgs([]string{"scan", "--kubeconfig", kubeconfig, "--context", contexts, "-o", "json"})
@@ -71,7 +80,7 @@ func BenchmarkScan(b *testing.B) {
 
 // benchFleet starts planes control planes with n CRDs each and writes a
 // kubeconfig with a context bench-I per plane, as the admin.
-func benchFleet(b *testing.B, planes, n int) string {
+func benchFleet(b *testing.B, planes, n, schemaKB int) string {
 	b.Helper()
 	envs := make([]*envtestutil.Env, planes)
 	b.Cleanup(func() {
@@ -86,7 +95,7 @@ func benchFleet(b *testing.B, planes, n int) string {
 	for i := range envs {
 		wg.Go(func() {
 			if envs[i], errs[i] = envtestutil.Start(envtestutil.Options{Unthrottled: true}); errs[i] == nil {
-				errs[i] = plantMany(envs[i], n)
+				errs[i] = plantMany(envs[i], n, schemaKB)
 			}
 		})
 	}
@@ -107,8 +116,9 @@ func benchFleet(b *testing.B, planes, n int) string {
 	return path
 }
 
-// plantMany creates n CRDs, 8 at a time.
-func plantMany(env *envtestutil.Env, n int) error {
+// plantMany creates n CRDs, 8 at a time, with a description of schemaKB
+// KiB in each version's schema.
+func plantMany(env *envtestutil.Env, n, schemaKB int) error {
 	var g errgroup.Group
 	g.SetLimit(8)
 	for i := range n {
@@ -117,6 +127,9 @@ func plantMany(env *envtestutil.Env, n int) error {
 			crd := newCRD(kind, v1Served, v2)
 			if i%10 == 0 {
 				crd = newCRD(kind, v1Depr, v2)
+			}
+			for _, v := range crd.Spec.Versions {
+				v.Schema.OpenAPIV3Schema.Description = strings.Repeat("x", schemaKB<<10)
 			}
 			return env.Client.Create(context.Background(), crd)
 		})
