@@ -21,7 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"slices"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -32,7 +32,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/graduator/graduator/internal/errclass"
 )
@@ -112,7 +111,7 @@ func (c *clusterFlags) clusters(flags *genericclioptions.ConfigFlags) ([]cluster
 	if err != nil {
 		return nil, fmt.Errorf("read the kubeconfig: %w", err)
 	}
-	files := strings.Join(loader.ConfigAccess().GetLoadingPrecedence(), ":")
+	files := strings.Join(loader.ConfigAccess().GetLoadingPrecedence(), string(filepath.ListSeparator))
 	if len(raw.Contexts) == 0 {
 		return nil, fmt.Errorf("the kubeconfig (%s) holds no context", files)
 	}
@@ -125,23 +124,39 @@ func (c *clusterFlags) clusters(flags *genericclioptions.ConfigFlags) ([]cluster
 		sort.Strings(names)
 	}
 	var out []cluster
-	for _, name := range slices.Compact(slices.Clone(names)) {
+	seen := map[string]bool{}
+	for _, name := range names {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
 		if _, ok := raw.Contexts[name]; !ok {
 			return nil, fmt.Errorf("context %q is not in the kubeconfig (%s): kubectl config get-contexts lists them", name, files)
 		}
-		overrides := &clientcmd.ConfigOverrides{CurrentContext: name}
-		if flags.Timeout != nil {
-			overrides.Timeout = *flags.Timeout
-		}
-		cfg, err := clientcmd.NewNonInteractiveClientConfig(raw, name, overrides, nil).ClientConfig()
+		cfg, err := restConfig(contextFlags(flags, name))
 		if err != nil {
-			out = append(out, cluster{Context: name, Err: fmt.Errorf("the kubeconfig's context: %w", err)})
+			out = append(out, cluster{Context: name, Err: err})
 			continue
 		}
-		cfg.QPS, cfg.UserAgent = -1, "graduator"
 		out = append(out, cluster{Context: name, Config: cfg, Timeout: clusterTimeout(cfg)})
 	}
 	return out, nil
+}
+
+// contextFlags are the root's kubeconfig flags with context name: the
+// user's other flags (--as, --namespace, --request-timeout, ...) apply to
+// every context, as kubectl would apply them. No cache directory: these
+// commands use no discovery, and one cluster's cache must never answer for
+// another. No basic-auth password: an interactive prompt per cluster, in
+// parallel, would be unusable.
+func contextFlags(f *genericclioptions.ConfigFlags, name string) *genericclioptions.ConfigFlags {
+	return &genericclioptions.ConfigFlags{
+		KubeConfig: f.KubeConfig, Context: &name, ClusterName: f.ClusterName, AuthInfoName: f.AuthInfoName, Namespace: f.Namespace,
+		APIServer: f.APIServer, TLSServerName: f.TLSServerName, Insecure: f.Insecure, CertFile: f.CertFile, KeyFile: f.KeyFile,
+		CAFile: f.CAFile, BearerToken: f.BearerToken, Impersonate: f.Impersonate, ImpersonateUID: f.ImpersonateUID,
+		ImpersonateGroup: f.ImpersonateGroup, ImpersonateUserExtra: f.ImpersonateUserExtra, Timeout: f.Timeout,
+		DisableCompression: f.DisableCompression, ProxyURL: f.ProxyURL,
+	}
 }
 
 // currentContext names the one cluster read: the context given or the
