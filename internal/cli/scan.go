@@ -244,12 +244,19 @@ func (o *ScanOptions) Run(ctx context.Context) error {
 	if err := o.print(contexts, out); err != nil {
 		return err
 	}
+	return scanVerdict(len(o.targets), failed, over, o.threshold)
+}
+
+// scanVerdict is the scan's exit: 2 when a cluster could not be read (the
+// answer is incomplete, whatever the others found), 1 when over findings
+// are at or above the threshold, else none (0).
+func scanVerdict(clusters int, failed []string, over int, threshold scan.Severity) error {
 	switch {
 	case len(failed) > 0:
-		return &exitError{code: ExitBadInput, err: fmt.Errorf("%d of %d clusters could not be read: %s", len(failed), len(o.targets),
+		return &exitError{code: ExitBadInput, err: fmt.Errorf("%d of %d clusters could not be read: %s", len(failed), clusters,
 			strings.Join(failed, ", "))}
 	case over > 0:
-		return &exitError{code: ExitError, err: fmt.Errorf("%d findings at or above %s", over, o.threshold)}
+		return &exitError{code: ExitError, err: fmt.Errorf("%d findings at or above %s", over, threshold)}
 	}
 	return nil
 }

@@ -70,3 +70,21 @@ func TestTheFleetTablesShowEveryClusterAndTheOnesNotRead(t *testing.T) {
 		}
 	}
 }
+
+func TestScanExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		failed []string
+		over   int
+		want   int
+	}{
+		{"clean", nil, 0, 0},
+		{"findings at or above --fail-on", nil, 3, ExitError},
+		{"a cluster not read", []string{"edge"}, 0, ExitBadInput},
+		{"a cluster not read wins over findings", []string{"edge"}, 3, ExitBadInput},
+	} {
+		if got := ExitCode(scanVerdict(2, tc.failed, tc.over, scan.Warning)); got != tc.want {
+			t.Errorf("%s: exit %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
