@@ -136,3 +136,23 @@ func TestClusterErrorSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// status refuses the same bad input before reading anything; its bad input
+// exits 1, as every usage error of status.
+func TestStatusRefusesBadContextsBeforeReadingAnything(t *testing.T) {
+	a := kubeconfig(t, "a", "b")
+	for _, args := range [][]string{
+		{"--context", "a,nope"},
+		{"--context", "a", "--all-contexts"},
+		{"--context", "a,b", "--watch"},
+		{"--all-contexts", "pizzas.example.com"},
+	} {
+		var out bytes.Buffer
+		root := NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out})
+		root.SetArgs(append([]string{"status", "--kubeconfig", a, "--request-timeout", "1ms"}, args...))
+		err := root.ExecuteContext(context.Background())
+		if err == nil || ExitCode(err) != ExitUsage || out.Len() > 0 {
+			t.Errorf("status %v: %v (exit %d), printed %q; want a usage error before any read", args, err, ExitCode(err), out.String())
+		}
+	}
+}
