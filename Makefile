@@ -171,6 +171,10 @@ bench: envtest-assets ## The benchmark (docs/benchmarks.md): engine vs GET+PUT v
 	GO=$(GO) $(BIN)/bench -n $(N) -rounds $(ROUNDS) -sections $(SECTIONS) -plots $(PLOTS) -scale-ns $(SCALE_NS)
 
 # Not in CI nor in `make test`: about an hour of a quiet machine at N=1000000.
+.PHONY: bench-fleet
+bench-fleet: envtest-assets ## graduator scan of three envtest clusters of 300 CRDs in parallel, and of one (docs/fleet.md, "Speed"; target under 5 s). FLEET_BENCH_CRDS and FLEET_BENCH_SCHEMA_KB size them.
+	$(GO) test ./test/fleet/ -run '^$$' -bench Scan -benchtime 5x -timeout 20m
+
 .PHONY: bench-scale
 bench-scale: N = 1000000
 bench-scale: SCALE_OPERATOR_MAX ?= 0

@@ -19,6 +19,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -95,8 +96,11 @@ type InTreeMigration struct {
 type StatusOptions struct {
 	flags *genericclioptions.ConfigFlags
 	genericiooptions.IOStreams
-	output string
-	watch  bool
+	output   string
+	watch    bool
+	clusters clusterFlags
+	// targets are the clusters read when clusters.many().
+	targets []cluster
 
 	crdName   string
 	crdClient apiextensionsclient.Interface
@@ -136,8 +140,16 @@ to read when a graduation is blocked.
 The table fits 120 columns: -o wide adds the stored, served and deprecated versions, the
 policy's name and the migration's writers.
 
-With --watch (-w), redraws whenever a CRD or a policy changes, until Ctrl-C.`,
-		Example: `  graduator status
+With --watch (-w), redraws whenever a CRD or a policy changes, until Ctrl-C.
+
+Many clusters: --context a,b (or --context repeated) or --all-contexts reads the contexts
+of the kubeconfig (--kubeconfig, or the files KUBECONFIG lists) in parallel (--parallel),
+each within --request-timeout (30s when not set). The table gets a CONTEXT column and a
+summary line per cluster; -o json|yaml is keyed by context. A cluster that could not be
+read is a row with the reason, and the command then exits 1.`,
+		Example: `  graduator status --all-contexts
+  graduator status --context prod-eu,prod-us --request-timeout 10s -o yaml
+  graduator status
   graduator status -w
   graduator status -o wide
   graduator status pizzas.restaurant.example.com -w
@@ -155,6 +167,7 @@ With --watch (-w), redraws whenever a CRD or a policy changes, until Ctrl-C.`,
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "Output format: table, wide (more columns), json or yaml.")
 	cmd.Flags().BoolVarP(&o.watch, "watch", "w", false, "After printing, redraw whenever a CRD or a policy changes, until Ctrl-C.")
+	o.clusters.addFlags(cmd.Flags())
 	return cmd
 }
 
@@ -165,6 +178,10 @@ func (o *StatusOptions) Validate() error {
 		return fmt.Errorf("unknown output format %q: use table, wide, json or yaml", o.output)
 	case o.watch && o.output != "table" && o.output != "wide":
 		return fmt.Errorf("--watch redraws the table; -o %s prints the same data once", o.output)
+	case o.clusters.many() && o.watch:
+		return errors.New("--watch redraws one cluster: give one --context")
+	case o.clusters.many() && o.crdName != "":
+		return fmt.Errorf("the detail of %s reads one cluster: give one --context", o.crdName)
 	}
 	return nil
 }
@@ -174,10 +191,18 @@ func (o *StatusOptions) Complete(args []string) error {
 	if len(args) == 1 {
 		o.crdName = args[0]
 	}
-	cfg, err := restConfig(o.flags)
-	if err != nil {
-		return err
+	if err := o.clusters.validate(); err != nil {
+		return usageError(err)
 	}
+	clusters, err := o.clusters.clusters(o.flags)
+	if err != nil {
+		return usageError(err)
+	}
+	if o.clusters.many() {
+		o.targets = clusters
+		return nil
+	}
+	cfg := clusters[0].Config
 	if o.crdClient, err = apiextensionsclient.NewForConfig(cfg); err != nil {
 		return err
 	}
@@ -198,6 +223,9 @@ func (o *StatusOptions) Complete(args []string) error {
 func (o *StatusOptions) Run(ctx context.Context) error {
 	if o.watch {
 		return o.watchAndRedraw(ctx)
+	}
+	if o.clusters.many() {
+		return o.printClusters(ctx)
 	}
 	return o.print(ctx, o.Out)
 }
@@ -495,29 +523,39 @@ func phaseOf(p *graduatorv1alpha1.CRDVersionPolicy) string {
 // kubectl get does. The default columns fit 120; wide adds the rarer ones
 // (priority 1, as kubectl's -o wide).
 func printStatusTable(w io.Writer, rows []CRDStatus, wide bool) error {
-	table := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+	table := &metav1.Table{ColumnDefinitions: statusColumns()}
+	for _, r := range rows {
+		table.Rows = append(table.Rows, metav1.TableRow{Cells: statusCells(r)})
+	}
+	return printers.NewTablePrinter(printers.PrintOptions{Wide: wide}).PrintObj(table, w)
+}
+
+// statusColumns are the status table's columns; Reason is the last.
+func statusColumns() []metav1.TableColumnDefinition {
+	return []metav1.TableColumnDefinition{
 		{Name: "CRD", Type: "string"}, {Name: "Storage", Type: "string"}, {Name: "Stored", Type: "string", Priority: 1},
 		{Name: "Served", Type: "string", Priority: 1}, {Name: "Deprecated", Type: "string", Priority: 1}, {Name: "Drift", Type: "string"},
 		{Name: "Policy", Type: "string", Priority: 1}, {Name: "Phase", Type: "string"}, {Name: "Progress", Type: "string"},
 		{Name: "Writers", Type: "string", Priority: 1}, {Name: "ETA", Type: "string"}, {Name: "In-tree", Type: "string"},
 		{Name: "StorageVersionMigrations", Type: "string", Priority: 1}, {Name: "Reason", Type: "string"},
-	}}
-	for _, r := range rows {
-		writers := "-"
-		if r.Writers > 0 {
-			writers = fmt.Sprint(r.Writers)
-		}
-		reason := orDash(r.Reason)
-		if r.PolicyError != "" {
-			reason = "cannot decode the policy: " + r.PolicyError
-		}
-		phases, named := inTreeColumns(r.InTree)
-		table.Rows = append(table.Rows, metav1.TableRow{Cells: []any{
-			r.Name, orDash(r.StorageVersion), list(r.StoredVersions), list(r.Served), list(r.Deprecated), list(r.Drift), orDash(r.Policy),
-			orDash(r.PolicyPhase), orDash(r.Progress), writers, orDash(r.ETA), phases, named, reason,
-		}})
 	}
-	return printers.NewTablePrinter(printers.PrintOptions{Wide: wide}).PrintObj(table, w)
+}
+
+// statusCells are a row's cells, in statusColumns' order.
+func statusCells(r CRDStatus) []any {
+	writers := "-"
+	if r.Writers > 0 {
+		writers = fmt.Sprint(r.Writers)
+	}
+	reason := orDash(r.Reason)
+	if r.PolicyError != "" {
+		reason = "cannot decode the policy: " + r.PolicyError
+	}
+	phases, named := inTreeColumns(r.InTree)
+	return []any{
+		r.Name, orDash(r.StorageVersion), list(r.StoredVersions), list(r.Served), list(r.Deprecated), list(r.Drift), orDash(r.Policy),
+		orDash(r.PolicyPhase), orDash(r.Progress), writers, orDash(r.ETA), phases, named, reason,
+	}
 }
 
 func list(s []string) string {

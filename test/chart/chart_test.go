@@ -104,6 +104,7 @@ func TestHelmLintIsClean(t *testing.T) {
 			"metrics.readers[0].name=prometheus", "metrics.readers[0].namespace=monitoring", "enableHTTP2=true"},
 		{"rbac.allGroups=true", "metrics.secure=false", "metrics.port=8080", "metrics.serviceMonitor.enabled=true"},
 		{"apf.enabled=false"},
+		{"scan.enabled=true", "scan.cronJob.enabled=true", "scan.cronJob.extraArgs={-o,json}", "scan.serviceAccount.name=ci-scan"},
 		{"apf.nominalConcurrencyShares=40", "apf.lendablePercent=0", "apf.borrowingLimitPercent=100", "apf.queues=64", "apf.handSize=8", "apf.queueLengthLimit=100"},
 	} {
 		args := []string{"lint", "--strict", chart.Dir()}
@@ -484,4 +485,54 @@ func TestInTreeEngineRBAC(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scan.enabled renders the scan's read-only ClusterRole, the same as
+// config/scan/role.yaml, bound to a ServiceAccount of its own; only get and
+// list, and no Secret. The CronJob runs the scan as that ServiceAccount.
+func TestTheScanRoleIsReadOnlyAndTheManifests(t *testing.T) {
+	if obj := chart.Find(render(t), "ClusterRole", release+"-scan"); obj != nil {
+		t.Fatal("the scan's ClusterRole is rendered by default")
+	}
+	objs := render(t, "scan.enabled=true", "scan.cronJob.enabled=true")
+	role := convert[rbacv1.ClusterRole](t, chart.Find(objs, "ClusterRole", release+"-scan"))
+	if diff := cmp.Diff(readYAML[rbacv1.ClusterRole](t, "config", "scan", "role.yaml").Rules, role.Rules); diff != "" {
+		t.Errorf("the scan's rules differ from config/scan/role.yaml (-kustomize +chart):\n%s", diff)
+	}
+	for _, r := range role.Rules {
+		for _, verb := range r.Verbs {
+			if verb != "get" && verb != "list" {
+				t.Errorf("the scan's role grants %s on %v", verb, r.Resources)
+			}
+		}
+		if reaches(r, "", "secrets") {
+			t.Errorf("the scan's role reaches secrets: %+v", r)
+		}
+	}
+	binding := convert[rbacv1.ClusterRoleBinding](t, chart.Find(objs, "ClusterRoleBinding", release+"-scan"))
+	want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: release + "-scan", Namespace: namespace}}
+	if binding.RoleRef.Name != role.Name || !cmp.Equal(binding.Subjects, want) {
+		t.Errorf("the binding %+v does not bind %s to %+v", binding, role.Name, want)
+	}
+	if chart.Find(objs, "ServiceAccount", release+"-scan") == nil {
+		t.Error("no ServiceAccount for the scan")
+	}
+	job := chart.Find(objs, "CronJob", release+"-scan")
+	if job == nil {
+		t.Fatal("scan.cronJob.enabled renders no CronJob")
+	}
+	sa, _, _ := unstructured.NestedString(job.Object, "spec", "jobTemplate", "spec", "template", "spec", "serviceAccountName")
+	containers, _, _ := unstructured.NestedSlice(job.Object, "spec", "jobTemplate", "spec", "template", "spec", "containers")
+	if sa != release+"-scan" || len(containers) != 1 ||
+		!strings.Contains(strings.Join(stringsOf(containers[0].(map[string]any)["command"]), " "), "/graduator scan --fail-on warning") {
+		t.Errorf("the CronJob runs %v as %q", containers, sa)
+	}
+}
+
+func stringsOf(v any) []string {
+	var out []string
+	for _, s := range v.([]any) {
+		out = append(out, s.(string))
+	}
+	return out
 }

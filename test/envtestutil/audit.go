@@ -41,6 +41,17 @@ rules:
 - level: None
 `
 
+// writesPolicy records every write, creates and deletes included, at
+// Metadata level: what a suite needs to show that a client wrote nothing.
+const writesPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived", "ResponseStarted"]
+rules:
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: None
+`
+
 // AuditLog is kube-apiserver's audit log of patches and updates, as JSON
 // lines in a file: the server's own account of who wrote which object, which
 // no client of the test can fake or miss.
@@ -51,6 +62,16 @@ type AuditLog struct {
 // EnableAuditLog configures env's kube-apiserver (before it starts) to log
 // every patch and update in dir.
 func EnableAuditLog(env *envtest.Environment, dir string) (*AuditLog, error) {
+	return enableAuditLog(env, dir, auditPolicy)
+}
+
+// EnableWriteAuditLog configures env's kube-apiserver (before it starts) to
+// log every write, creates and deletes included, in dir: for WritesBy.
+func EnableWriteAuditLog(env *envtest.Environment, dir string) (*AuditLog, error) {
+	return enableAuditLog(env, dir, writesPolicy)
+}
+
+func enableAuditLog(env *envtest.Environment, dir, auditPolicy string) (*AuditLog, error) {
 	policy := filepath.Join(dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 		return nil, fmt.Errorf("write the audit policy: %w", err)
@@ -78,6 +99,21 @@ type Write struct {
 // Writes returns the completed writes of resource (plural) in group,
 // subresources excluded, in log order.
 func (l *AuditLog) Writes(group, resource string) ([]Write, error) {
+	return l.writes(func(ev *auditv1.Event) bool {
+		ref := ev.ObjectRef
+		return ref != nil && ref.APIGroup == group && ref.Resource == resource && ref.Subresource == ""
+	})
+}
+
+// WritesBy returns every completed write by user, of any resource and
+// subresource, in log order (EnableWriteAuditLog logs creates and deletes
+// too; EnableAuditLog only patches and updates).
+func (l *AuditLog) WritesBy(user string) ([]Write, error) {
+	return l.writes(func(ev *auditv1.Event) bool { return ev.User.Username == user })
+}
+
+// writes returns the completed writes the log holds that keep selects.
+func (l *AuditLog) writes(keep func(*auditv1.Event) bool) ([]Write, error) {
 	f, err := os.Open(l.path)
 	if err != nil {
 		return nil, fmt.Errorf("open the audit log: %w", err)
@@ -91,15 +127,15 @@ func (l *AuditLog) Writes(group, resource string) ([]Write, error) {
 		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
 			return nil, fmt.Errorf("decode an audit event: %w", err)
 		}
-		ref := ev.ObjectRef
-		if ev.Stage != auditv1.StageResponseComplete || ref == nil || ref.APIGroup != group || ref.Resource != resource ||
-			ref.Subresource != "" {
+		if ev.Stage != auditv1.StageResponseComplete || !keep(&ev) {
 			continue
 		}
-		w := Write{
-			User: ev.User.Username, Namespace: ref.Namespace, Name: ref.Name, Resource: ref.Resource, Verb: ev.Verb,
+		w := Write{User: ev.User.Username, Verb: ev.Verb,
 			DryRun:   strings.Contains(ev.RequestURI, "dryRun="),
 			Received: ev.RequestReceivedTimestamp.Time, Completed: ev.StageTimestamp.Time,
+		}
+		if ref := ev.ObjectRef; ref != nil {
+			w.Namespace, w.Name, w.Resource = ref.Namespace, ref.Name, ref.Resource
 		}
 		if ev.ResponseStatus != nil {
 			w.Code = ev.ResponseStatus.Code
