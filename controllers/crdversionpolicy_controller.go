@@ -45,6 +45,7 @@ import (
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/internal/metrics"
+	"github.com/graduator/graduator/migration"
 )
 
 // CRDVersionPolicyReconciler is the operator's door to the graduation: it
@@ -62,7 +63,7 @@ type CRDVersionPolicyReconciler struct {
 	// from: object metadata only, and throttling seen at once.
 	Config    *rest.Config
 	Discovery discovery.DiscoveryInterface
-	// Reviews asks the API server what the operator may do (access.Check)
+	// Reviews asks the API server what the operator may do (access.CheckNeeds)
 	// before a preflight or a migration writes anything.
 	Reviews  authorizationv1client.SelfSubjectAccessReviewInterface
 	Recorder recorder.EventRecorder
@@ -188,7 +189,7 @@ func (r *CRDVersionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&graduatorv1alpha1.CRDVersionPolicy{}, &handler.EnqueueRequestForObject{},
 			builder.WithPredicates(r.interrupting(driver.ErrPolicyChanged), predicate.GenerationChangedPredicate{})).
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, &handler.EnqueueRequestForObject{},
-			builder.WithPredicates(r.interrupting(driver.ErrCRDChanged))).
+			builder.WithPredicates(r.interrupting(migration.ErrCRDChanged))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }

@@ -225,12 +225,12 @@ func interrupting(d *driver.Driver) predicate.Funcs {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-				d.Interrupt(e.ObjectNew.GetName(), driver.ErrCRDChanged)
+				d.Interrupt(e.ObjectNew.GetName(), migration.ErrCRDChanged)
 			}
 			return true
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			d.Interrupt(e.Object.GetName(), driver.ErrCRDChanged)
+			d.Interrupt(e.Object.GetName(), migration.ErrCRDChanged)
 			return true
 		},
 	}

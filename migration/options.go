@@ -19,11 +19,13 @@ package migration
 import (
 	"fmt"
 
-	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/paging"
 )
 
 // WriteTarget says where the no-op writes go. It is the policy's
@@ -42,11 +44,12 @@ const (
 const (
 	// DefaultConcurrency is the upper bound of the adaptive writer limit.
 	DefaultConcurrency = 64
-	DefaultPageSize    = 500
+	// DefaultPageSize is every streaming read's page size (paging's).
+	DefaultPageSize    = paging.DefaultPageSize
 	DefaultMaxFailures = 20
 	// maxListRestarts bounds how often an expired continue token restarts
-	// the listing in one run.
-	maxListRestarts = 5
+	// the listing in one run (paging's rule).
+	maxListRestarts = paging.MaxRestarts
 	// pagesInFlight bounds the pages listed but not yet done: memory holds
 	// at most this many pages of metadata.
 	pagesInFlight = 3

@@ -38,10 +38,10 @@ import (
 	"github.com/graduator/graduator/internal/paging"
 )
 
-// ErrCRDChanged is returned by PruneStoredVersions when the CRD's storage
-// version or generation is not the one the migration ran on: objects written
-// since may be stored in another version, so pruning would lose track of
-// them.
+// ErrCRDChanged says the CRD's storage version or generation is not the one
+// the migration ran on: objects written since may be stored in another
+// version. PruneStoredVersions returns it rather than lose track of them,
+// and a door interrupts a running migration with it.
 var ErrCRDChanged = errors.New("the CRD changed since the migration started")
 
 // ErrIncompleteRun is returned by PruneStoredVersions when the migration

@@ -50,7 +50,7 @@ import (
 const Kind = "GraduatorSnapshot"
 
 // PageSize is the LIST limit of snapshots and comparisons.
-const PageSize = 500
+const PageSize = paging.DefaultPageSize
 
 // Header is the first record of a snapshot file.
 type Header struct {

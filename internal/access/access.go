@@ -32,7 +32,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/graduator/graduator/migration"
 )
@@ -63,19 +62,12 @@ func Needs(resource schema.GroupVersionResource, writeTo migration.WriteTarget) 
 	return needs
 }
 
-// Check asks the API server, one SelfSubjectAccessReview per permission of
-// Needs, whether the caller holds them all. It returns nil when it does, a
+// CheckNeeds asks the API server, one SelfSubjectAccessReview per
+// permission, whether the caller holds what a migration of resource takes:
+// Needs, and what a caller needs besides (the embedded controller's right
+// to write on the CRD, to create Events). It returns nil when it does, a
 // *Denied naming every missing permission and the rule to add when it does
 // not, and another error when a review could not be made.
-func Check(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface,
-	resource schema.GroupVersionResource, writeTo migration.WriteTarget) error {
-	return CheckNeeds(ctx, reviews, resource, Needs(resource, writeTo))
-}
-
-// CheckNeeds is Check for any list of needs that a migration of resource
-// takes: Needs and what a caller needs besides (the embedded controller's
-// right to write on the CRD, to create Events). A *Denied names the rule
-// for each missing permission.
 func CheckNeeds(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface,
 	resource schema.GroupVersionResource, needs []authorizationv1.ResourceAttributes) error {
 	missing, err := Missing(ctx, reviews, needs...)
@@ -131,7 +123,7 @@ func InTreeNeeds() []authorizationv1.ResourceAttributes {
 	return needs
 }
 
-// CheckInTree is Check for InTreeNeeds: may the caller drive the in-tree
+// CheckInTree is CheckNeeds for InTreeNeeds: may the caller drive the in-tree
 // migrator? A *Denied names the rule and the chart value that grant it.
 func CheckInTree(ctx context.Context, reviews authorizationv1client.SelfSubjectAccessReviewInterface) error {
 	missing, err := Missing(ctx, reviews, InTreeNeeds()...)
@@ -142,15 +134,6 @@ func CheckInTree(ctx context.Context, reviews authorizationv1client.SelfSubjectA
 		return &Denied{Resource: StorageVersionMigrations, Missing: missing}
 	}
 	return nil
-}
-
-// CheckConfig is Check with a client built from cfg.
-func CheckConfig(ctx context.Context, cfg *rest.Config, resource schema.GroupVersionResource, writeTo migration.WriteTarget) error {
-	c, err := authorizationv1client.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("create the authorization client: %w", err)
-	}
-	return Check(ctx, c.SelfSubjectAccessReviews(), resource, writeTo)
 }
 
 // Denied is the answer "no": the caller lacks the Missing permissions on

@@ -107,7 +107,7 @@ func TestCheck(t *testing.T) {
 					review.Status.Allowed = tc.allowed(*review.Spec.ResourceAttributes)
 					return true, review, nil
 				})
-			err := Check(context.Background(), clientset.AuthorizationV1().SelfSubjectAccessReviews(), widgets, tc.writeTo)
+			err := CheckNeeds(context.Background(), clientset.AuthorizationV1().SelfSubjectAccessReviews(), widgets, Needs(widgets, tc.writeTo))
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Check: %v, want nil", err)
@@ -136,7 +136,7 @@ func TestCheckReviewFails(t *testing.T) {
 	clientset.PrependReactor("create", "selfsubjectaccessreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
 	})
-	err := Check(context.Background(), clientset.AuthorizationV1().SelfSubjectAccessReviews(), widgets, migration.WriteToObject)
+	err := CheckNeeds(context.Background(), clientset.AuthorizationV1().SelfSubjectAccessReviews(), widgets, Needs(widgets, migration.WriteToObject))
 	var denied *Denied
 	if err == nil || errors.As(err, &denied) || !apierrors.IsServiceUnavailable(err) {
 		t.Errorf("Check: %v; want the review's own error (503), not a denial", err)

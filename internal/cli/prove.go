@@ -59,7 +59,7 @@ type ProveOptions struct {
 // kubeconfig through flags.
 func NewProveOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *ProveOptions {
 	return &ProveOptions{flags: flags, IOStreams: streams, output: "text", writeTo: string(migration.WriteToObject),
-		proof: roundtrip.Options{PageSize: roundtrip.DefaultPageSize}}
+		proof: roundtrip.Options{PageSize: migration.DefaultPageSize}}
 }
 
 // NewCmdProve is `graduator prove CRD`.

@@ -33,16 +33,13 @@ import (
 	"github.com/graduator/graduator/migration"
 )
 
-// ErrCRDChanged and ErrPolicyChanged stop a run whose premise no longer
-// holds; the next plan decides, on fresh reads, whether it resumes,
-// restarts or stops.
-var (
-	ErrCRDChanged    = errors.New("the CRD changed during the migration")
-	ErrPolicyChanged = errors.New("the policy was changed, paused or deleted")
-)
+// ErrPolicyChanged, like migration.ErrCRDChanged, stops a run whose premise
+// no longer holds; the next plan decides, on fresh reads, whether it
+// resumes, restarts or stops.
+var ErrPolicyChanged = errors.New("the policy was changed, paused or deleted")
 
 // Interrupt stops the running migration of the policy named name between
-// two writes, for why (ErrCRDChanged, ErrPolicyChanged). A door calls it
+// two writes, for why (migration.ErrCRDChanged, ErrPolicyChanged). A door calls it
 // from its watches: a run learns of a change at once, not only at its next
 // page.
 func (d *Driver) Interrupt(name string, why error) { d.runs.interrupt(name, why) }
@@ -113,7 +110,7 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	if result.Complete {
 		m.Progressed(crd.Name, result.Writers, 1)
 	}
-	if why := context.Cause(runCtx); errors.Is(why, ErrCRDChanged) || errors.Is(why, ErrPolicyChanged) {
+	if why := context.Cause(runCtx); errors.Is(why, migration.ErrCRDChanged) || errors.Is(why, ErrPolicyChanged) {
 		// The CRD or the policy changed: the next plan decides what follows.
 		logger.Info("migration interrupted", "reason", why.Error())
 		return nil
@@ -175,7 +172,7 @@ func (d *Driver) invalidated(ctx context.Context, g *run, r *graduatorv1alpha1.M
 		return err
 	}
 	if crd == nil || crd.Generation != r.CRDGeneration || graduation.StorageVersion(crd) != r.StorageVersion {
-		return ErrCRDChanged
+		return migration.ErrCRDChanged
 	}
 	current, err := g.store.Load(ctx)
 	if err != nil {

@@ -34,6 +34,10 @@ import (
 	"k8s.io/client-go/tools/pager"
 )
 
+// DefaultPageSize is the page size of every streaming read of objects: the
+// engine's listing, the round-trip proof's, snapshots and the cleanup.
+const DefaultPageSize = 500
+
 // MaxRestarts bounds how often an expired continue token restarts one
 // listing.
 const MaxRestarts = 5

@@ -73,7 +73,7 @@ type Options struct {
 	AcceptLoss []string
 	// Every proves every object instead of a sample covering every path.
 	Every bool
-	// PageSize is the LIST page size; DefaultPageSize when 0.
+	// PageSize is the LIST page size; paging.DefaultPageSize when 0.
 	PageSize int64
 	// WriteTo is where the dry-run no-op writes go, as the migration's
 	// writes will (the object or its /status).

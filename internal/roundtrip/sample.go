@@ -27,9 +27,6 @@ import (
 	"github.com/graduator/graduator/internal/paging"
 )
 
-// DefaultPageSize is the LIST page size when Options.PageSize is 0.
-const DefaultPageSize = 500
-
 // Sample is a set of objects that together carry every field path found
 // in a population of objects, and what the pass over them saw.
 type Sample struct {
@@ -95,7 +92,7 @@ func TakeSample(ctx context.Context, objects dynamic.ResourceInterface, pageSize
 // to one full LIST, as client-go's pager may, would hold every object.
 func eachPage(ctx context.Context, objects dynamic.ResourceInterface, pageSize int64, fn func([]unstructured.Unstructured) error) error {
 	if pageSize <= 0 {
-		pageSize = DefaultPageSize
+		pageSize = paging.DefaultPageSize
 	}
 	opts := metav1.ListOptions{Limit: pageSize}
 	for expiries := 0; ; {
