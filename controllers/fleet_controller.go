@@ -42,7 +42,7 @@ import (
 )
 
 // maxFleetList bounds each list in a fleet's status.
-const maxFleetList = 20
+const maxFleetList = graduatorv1alpha1.MaxFleetMembersListed
 
 // The fleet controller creates, updates and deletes the policies it generates.
 // +kubebuilder:rbac:groups=graduator.io,resources=crdversionpolicies,verbs=get;list;watch;create;patch;delete

@@ -46,7 +46,7 @@ const (
 	DefaultConcurrency = 64
 	// DefaultPageSize is every streaming read's page size (paging's).
 	DefaultPageSize    = paging.DefaultPageSize
-	DefaultMaxFailures = 20
+	DefaultMaxFailures = graduatorv1alpha1.MaxFailuresKept
 	// maxListRestarts bounds how often an expired continue token restarts
 	// the listing in one run (paging's rule).
 	maxListRestarts = paging.MaxRestarts

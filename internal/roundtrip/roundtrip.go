@@ -391,7 +391,7 @@ func carriersUnder(carriers map[string]int, path string) int {
 }
 
 // maxStatusLosses bounds each list of RoundTripStatus.
-const maxStatusLosses = 20
+const maxStatusLosses = graduatorv1alpha1.MaxLossesListed
 
 // Status is r as a CRDVersionPolicy's status.roundTrip, for the CRD
 // generation proven, at time now.
