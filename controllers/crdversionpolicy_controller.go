@@ -35,7 +35,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -187,30 +186,9 @@ func (r *CRDVersionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("crdversionpolicy").
 		Watches(&graduatorv1alpha1.CRDVersionPolicy{}, &handler.EnqueueRequestForObject{},
-			builder.WithPredicates(r.interrupting(driver.ErrPolicyChanged), predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(driver.Interrupting(r.driver, driver.ErrPolicyChanged), predicate.GenerationChangedPredicate{})).
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, &handler.EnqueueRequestForObject{},
-			builder.WithPredicates(r.interrupting(migration.ErrCRDChanged))).
+			builder.WithPredicates(driver.Interrupting(r.driver, migration.ErrCRDChanged))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
-}
-
-// interrupting stops the running migration of the object's name, between
-// two writes, when the object changes generation or is deleted: the next
-// plan decides, on fresh reads, whether it resumes, restarts or stops. It
-// lets every event through; predicates see each event before it is queued,
-// which is when the run must learn of it.
-func (r *CRDVersionPolicyReconciler) interrupting(why error) predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-				r.driver.Interrupt(e.ObjectNew.GetName(), why)
-			}
-			return true
-		},
-		DeleteFunc: func(e event.DeleteEvent) bool {
-			r.driver.Interrupt(e.Object.GetName(), why)
-			return true
-		},
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 }

@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -261,7 +260,7 @@ func Selects(sel *graduatorv1alpha1.CRDSelector, crd *apiextensionsv1.CustomReso
 	if sel == nil {
 		return false
 	}
-	if len(sel.Groups) > 0 && !slices.ContainsFunc(sel.Groups, func(g string) bool { return groupMatches(g, crd.Spec.Group) }) {
+	if len(sel.Groups) > 0 && !slices.ContainsFunc(sel.Groups, func(g string) bool { return driver.GroupMatches(g, crd.Spec.Group) }) {
 		return false
 	}
 	if len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0 {
@@ -271,13 +270,6 @@ func Selects(sel *graduatorv1alpha1.CRDSelector, crd *apiextensionsv1.CustomReso
 		}
 	}
 	return len(sel.Groups) > 0 || len(sel.MatchLabels) > 0 || len(sel.MatchExpressions) > 0
-}
-
-func groupMatches(pattern, group string) bool {
-	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
-		return strings.HasSuffix(group, "."+suffix)
-	}
-	return pattern == group
 }
 
 // older reports whether policy a was created before b (names break ties).

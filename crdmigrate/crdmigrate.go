@@ -19,12 +19,10 @@ package crdmigrate
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -32,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -136,7 +133,7 @@ func (o Options) Selects(name, group string) bool {
 		}
 	}
 	for _, g := range o.Groups {
-		if g == group || (strings.HasPrefix(g, "*.") && strings.HasSuffix(group, g[1:])) {
+		if driver.GroupMatches(g, group) {
 			return true
 		}
 	}
@@ -192,7 +189,7 @@ func Add(mgr ctrl.Manager, opts Options) error {
 	})
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named(opts.Name).
-		For(&apiextensionsv1.CustomResourceDefinition{}, builder.OnlyMetadata, builder.WithPredicates(selected, interrupting(r.driver))).
+		For(&apiextensionsv1.CustomResourceDefinition{}, builder.OnlyMetadata, builder.WithPredicates(selected, driver.Interrupting(r.driver, migration.ErrCRDChanged))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentMigrations}).
 		Complete(r)
 	if err != nil {
@@ -205,33 +202,6 @@ func Add(mgr ctrl.Manager, opts Options) error {
 // GitOps mode (the CRD's own storage flag is the target; spec.versions is
 // never written) with the options' tuning.
 func (o Options) policySpec() graduatorv1alpha1.CRDVersionPolicySpec {
-	return graduatorv1alpha1.CRDVersionPolicySpec{
-		Migration: graduatorv1alpha1.MigrationSettings{
-			Concurrency: int32(o.Concurrency),
-			PageSize:    o.PageSize,
-			QPS:         int32(math.Ceil(float64(o.QPS))),
-			WriteTo:     o.WriteTo,
-			Priority:    graduatorv1alpha1.Priority(o.Priority),
-			SettleDelay: &metav1.Duration{Duration: o.SettleDelay},
-			AcceptLoss:  o.AcceptLoss,
-		},
-	}
-}
-
-// interrupting stops a CRD's running migration between two writes when the
-// CRD changes generation or is deleted: the next plan decides, on fresh
-// reads, whether it resumes or starts over. It lets every event through.
-func interrupting(d *driver.Driver) predicate.Funcs {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
-				d.Interrupt(e.ObjectNew.GetName(), migration.ErrCRDChanged)
-			}
-			return true
-		},
-		DeleteFunc: func(e event.DeleteEvent) bool {
-			d.Interrupt(e.Object.GetName(), migration.ErrCRDChanged)
-			return true
-		},
-	}
+	tuning := migration.Options{Concurrency: o.Concurrency, PageSize: o.PageSize, QPS: o.QPS, WriteTo: o.WriteTo, Priority: o.Priority}
+	return graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(tuning, o.SettleDelay, o.AcceptLoss)}
 }

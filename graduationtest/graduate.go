@@ -19,7 +19,6 @@ package graduationtest
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -93,14 +92,9 @@ func (r *Rehearsal) TryGraduate(ctx context.Context, crdName, version string) (R
 		ObjectMeta: metav1.ObjectMeta{Name: crdName, Generation: 1},
 		Spec: graduatorv1alpha1.CRDVersionPolicySpec{
 			StorageVersion: version,
-			Migration: graduatorv1alpha1.MigrationSettings{
-				Concurrency: int32(tuning.Concurrency), PageSize: tuning.PageSize, QPS: int32(math.Ceil(float64(tuning.QPS))),
-				WriteTo: tuning.WriteTo, Priority: graduatorv1alpha1.Priority(tuning.Priority),
-				SettleDelay: &metav1.Duration{Duration: settleDelay},
-			},
+			Migration:      driver.Settings(tuning, settleDelay, r.opts.AcceptLoss),
 		},
 	}
-	policy.Spec.Migration.AcceptLoss = r.opts.AcceptLoss
 	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
 	d := r.driver()
 	d.EtcdQuota = tuning.EtcdQuota

@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -349,11 +348,7 @@ const driverWait = 2 * time.Minute
 func (o *MigrateOptions) policy() *graduatorv1alpha1.CRDVersionPolicy {
 	policy := &graduatorv1alpha1.CRDVersionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: o.crdName, Generation: 1},
-		Spec: graduatorv1alpha1.CRDVersionPolicySpec{Migration: graduatorv1alpha1.MigrationSettings{
-			Concurrency: int32(o.engine.Concurrency), PageSize: o.engine.PageSize, QPS: int32(math.Ceil(o.qps)),
-			WriteTo: o.engine.WriteTo, Priority: graduatorv1alpha1.Priority(o.engine.Priority),
-			SettleDelay: &metav1.Duration{}, AcceptLoss: o.acceptLoss,
-		}},
+		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(o.engine, 0, o.acceptLoss)},
 	}
 	if o.etcdQuota != "" {
 		quota := resource.MustParse(o.etcdQuota) // checked by Validate
