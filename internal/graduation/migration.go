@@ -1,0 +1,224 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package graduation
+
+// The migration step: settle, preflight before the first write, run, prune.
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/storagemigration"
+)
+
+// migration rewrites every object in the storage version and prunes
+// storedVersions, only after a complete clean run on this CRD generation.
+func (p *planner) migration(s Step, target string) (Step, bool) {
+	stored := p.crd.Status.StoredVersions
+	if len(stored) == 1 && stored[0] == target && !p.runUnverified(target) && !p.rewriteAsked(target) {
+		reason, msg := ReasonNothingToMigrate, fmt.Sprintf("every object is stored as %s", target)
+		if run := p.status.Migration; run != nil && run.StorageVersion == target && run.CompletedAt != nil {
+			reason = ReasonMigrated
+			msg = migratedMessage(run, target)
+		}
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionTrue, reason, "%s", msg)
+		p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionTrue, ReasonPruned,
+			"status.storedVersions is [%s]", target)
+		return s, false
+	}
+	p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionFalse, ReasonWaitingForMigration,
+		"status.storedVersions is [%s]; pruned once every object is rewritten as %s", strings.Join(stored, ", "), target)
+
+	// Never two migrations of one resource at once: while the in-tree
+	// migrator runs (it marks the CRD StorageMigrating at its generation),
+	// neither a run nor a prune starts. When it succeeds it prunes
+	// storedVersions itself, and the check above goes on to retirement.
+	if p.spec.Migration.Engine == graduatorv1alpha1.EngineStorageVersionMigration {
+		if s, stop := p.inTreeEngine(s, target); stop {
+			return s, true
+		}
+		// The in-tree run of this CRD generation succeeded: prune below,
+		// under the same expectation as a run of Graduator's own.
+	} else if storagemigration.CRDMigrating(p.crd) {
+		s.Phase = graduatorv1alpha1.PhaseMigrating
+		s.RequeueAfter = inTreePollInterval
+		msg := storagemigration.Message(p.crd, nil)
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonInTreeMigrationRunning, "%s", msg)
+		return p.finish(s, metav1.ConditionFalse, ReasonInTreeMigrationRunning, "%s", msg), true
+	}
+
+	run := p.status.Migration
+	fresh := run == nil || run.StorageVersion != target || run.CRDGeneration != p.crd.Generation
+	if fresh {
+		if wait, ok := p.settling(target); ok {
+			s.Phase = graduatorv1alpha1.PhaseMigrating
+			s.RequeueAfter = wait
+			p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonSettling,
+				"waiting for every API server to store %s before migrating", target)
+			return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+				"the storage version %s is settling; the migration starts in %s", target, wait.Round(time.Second)), true
+		}
+		if s, stop := p.preflightFirstWrite(s, target); stop {
+			return s, true
+		}
+		s.Action = ActionMigrate
+		s.Restart = true
+		s.Phase = graduatorv1alpha1.PhaseMigrating
+		why := "starting"
+		if run != nil && run.CRDGeneration != p.crd.Generation {
+			why = fmt.Sprintf("the CRD changed (generation %d -> %d) since the last run; restarting", run.CRDGeneration, p.crd.Generation)
+		}
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
+			"rewriting every object as %s: %s", target, why)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "migrating objects to %s", target), true
+	}
+	if run.CompletedAt == nil {
+		s.Action = ActionMigrate
+		s.Phase = graduatorv1alpha1.PhaseMigrating
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
+			"rewriting every object as %s: %d listed, %d rewritten, %d skipped, %d failed so far",
+			target, run.Listed, run.Rewritten, run.Skipped, run.Failed)
+		if run.Failed > 0 {
+			// Rejections (an admission webhook or policy, validation) show
+			// while the run goes on, not only once it ends.
+			return p.finish(s, metav1.ConditionFalse, ReasonMigrationFailed,
+				"migrating objects to %s: %d could not be rewritten so far%s; storedVersions will not be pruned until they are",
+				target, run.Failed, firstFailure(run)), true
+		}
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "migrating objects to %s", target), true
+	}
+	if run.Failed > 0 {
+		msg := fmt.Sprintf("%d objects could not be rewritten as %s%s; storedVersions is not pruned",
+			run.Failed, target, firstFailure(run))
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrationFailed, "%s", msg)
+		retryAt := run.CompletedAt.Add(BlockedRetryInterval)
+		if p.in.Now.Before(retryAt) {
+			s.RequeueAfter = retryAt.Sub(p.in.Now)
+			return p.blocked(s, ReasonMigrationFailed, "%s; retrying in %s", msg, s.RequeueAfter.Round(time.Second)), true
+		}
+		s.Action = ActionMigrate
+		s.Restart = true
+		s.Phase = graduatorv1alpha1.PhaseMigrating
+		return p.finish(s, metav1.ConditionFalse, ReasonMigrationFailed, "%s; retrying the migration", msg), true
+	}
+	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionTrue, ReasonMigrated, "%s", migratedMessage(run, target))
+	s.Action = ActionPrune
+	s.Phase = graduatorv1alpha1.PhasePruning
+	p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionFalse, ReasonPrunePending,
+		"pruning status.storedVersions [%s] to [%s]", strings.Join(stored, ", "), target)
+	return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "pruning status.storedVersions to [%s]", target), true
+}
+
+// preflightFirstWrite checks, before the first write of a run, that
+// objects read and write at the storage version: in GitOps mode this is the
+// only preflight (the manifest switched storage), in managed mode the one
+// after the switch. A failure blocks the run before anything is written.
+func (p *planner) preflightFirstWrite(s Step, target string) (Step, bool) {
+	pre := p.in.Preflight
+	switch {
+	case pre == nil:
+		s.Action = ActionPreflight
+		s.Phase = graduatorv1alpha1.PhaseMigrating
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonPreflightPending,
+			"checking that objects read and write at %s before the first write", target)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "running the preflight checks for %s", target), true
+	case !pre.Passed:
+		p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionFalse, pre.Reason, "%s", pre.Message)
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonPreflightFailed,
+			"the preflight before the first write failed")
+		return p.preflightFailed(s, target, pre, "nothing was rewritten"), true
+	}
+	return s, false
+}
+
+// preflightFailed blocks the graduation on a failed preflight. A lossy
+// conversion has its own reason: it is a person's to fix, or to accept.
+func (p *planner) preflightFailed(s Step, target string, pre *PreflightResult, unchanged string) Step {
+	if pre.Reason == ReasonConversionLossy {
+		return p.blocked(s, ReasonConversionLossy, "the conversion does not round-trip: %s; fix the conversion webhook or "+
+			"the schema of %s, or list the paths in spec.migration.acceptLoss; %s", pre.Message, target, unchanged)
+	}
+	return p.blocked(s, ReasonPreflightFailed, "preflight for storage version %s failed (%s): %s; %s",
+		target, pre.Reason, pre.Message, unchanged)
+}
+
+// runUnverified reports a run of this policy on this CRD generation that
+// started and has not completed: storedVersions pruned meanwhile, by someone
+// else, proves nothing. Kubernetes 1.37.2's in-tree migrator was seen
+// pruning after a run that Failed on its first object, whether Graduator
+// drives it (engine StorageVersionMigration) or someone created it beside a
+// run of Graduator's own engine; either run goes on and checks every object.
+func (p *planner) runUnverified(target string) bool {
+	run := p.status.Migration
+	return run != nil && run.StartedAt != nil && run.StorageVersion == target &&
+		run.CRDGeneration == p.crd.Generation && run.CompletedAt == nil
+}
+
+// rewriteAsked reports a door's request to rewrite every object (RewriteAll)
+// that no complete run of this CRD generation has met yet.
+func (p *planner) rewriteAsked(target string) bool {
+	run := p.status.Migration
+	met := run != nil && run.StorageVersion == target && run.CRDGeneration == p.crd.Generation && run.CompletedAt != nil
+	return p.in.RewriteAll && !met
+}
+
+// migratedMessage is the Migrated condition's message of a finished run.
+func migratedMessage(run *graduatorv1alpha1.MigrationStatus, target string) string {
+	if svm := run.StorageVersionMigration; svm != nil {
+		return fmt.Sprintf("every object rewritten as %s by the in-tree StorageVersionMigration %s, checked by Graduator "+
+			"(%d objects it had missed rewritten, %d skipped)", target, svm.Name, run.Rewritten, run.Skipped)
+	}
+	return fmt.Sprintf("%d objects rewritten as %s, %d skipped", run.Rewritten, target, run.Skipped)
+}
+
+// settling reports how long to wait before the migration's checkpoint can be
+// taken: discovery must advertise the new storage version and the settle
+// delay must have passed since the switch was observed, so that every API
+// server of an HA control plane writes the new version.
+func (p *planner) settling(target string) (time.Duration, bool) {
+	if !p.in.StorageSettled {
+		return settlePollInterval, true
+	}
+	delay := DefaultSettleDelay
+	if d := p.spec.Migration.SettleDelay; d != nil {
+		delay = d.Duration
+	}
+	since := p.status.StorageVersionSince
+	if since == nil || p.status.StorageVersion != target {
+		return delay, delay > 0
+	}
+	if left := since.Add(delay).Sub(p.in.Now); left > 0 {
+		return left, true
+	}
+	return 0, false
+}
+
+func firstFailure(run *graduatorv1alpha1.MigrationStatus) string {
+	if len(run.Failures) == 0 {
+		return ""
+	}
+	f := run.Failures[0]
+	name := f.Name
+	if f.Namespace != "" {
+		name = f.Namespace + "/" + f.Name
+	}
+	return fmt.Sprintf(" (first: %s: %s)", name, f.Reason)
+}
