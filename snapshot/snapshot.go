@@ -265,7 +265,29 @@ func (s Summary) Differences() int { return s.Changed + s.Missing + s.Added }
 func Compare(ctx context.Context, c dynamic.Interface, snap *Reader, report func(Difference) error) (Summary, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The cluster's objects come from a lister goroutine, a page ahead.
+	return mergeByKey(snapshotStream(snap), liveStream(ctx, c, snap.Header.GroupVersionResource()), report)
+}
+
+// stream yields records in key order, then nil.
+type stream func() (*Record, error)
+
+// snapshotStream yields a snapshot's records.
+func snapshotStream(snap *Reader) stream {
+	return func() (*Record, error) {
+		rec, err := snap.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &rec, nil
+	}
+}
+
+// liveStream yields the cluster's objects of resource, from a lister
+// goroutine a page ahead; it stops when ctx ends.
+func liveStream(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource) stream {
 	type item struct {
 		rec Record
 		err error
@@ -273,7 +295,7 @@ func Compare(ctx context.Context, c dynamic.Interface, snap *Reader, report func
 	live := make(chan item, PageSize)
 	go func() {
 		defer close(live)
-		err := eachRecord(ctx, c, snap.Header.GroupVersionResource(), func(r Record) error {
+		err := eachRecord(ctx, c, resource, func(r Record) error {
 			select {
 			case live <- item{rec: r}:
 				return nil
@@ -288,7 +310,7 @@ func Compare(ctx context.Context, c dynamic.Interface, snap *Reader, report func
 			}
 		}
 	}()
-	nextLive := func() (*Record, error) {
+	return func() (*Record, error) {
 		it, ok := <-live
 		switch {
 		case !ok:
@@ -298,17 +320,11 @@ func Compare(ctx context.Context, c dynamic.Interface, snap *Reader, report func
 		}
 		return &it.rec, nil
 	}
-	nextSnap := func() (*Record, error) {
-		rec, err := snap.Next()
-		if errors.Is(err, io.EOF) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return &rec, nil
-	}
+}
 
+// mergeByKey walks the snapshot and the cluster side by side in key order,
+// reporting each difference as it is found.
+func mergeByKey(nextSnap, nextLive stream, report func(Difference) error) (Summary, error) {
 	var s Summary
 	before, err := nextSnap()
 	if err != nil {
@@ -319,45 +335,55 @@ func Compare(ctx context.Context, c dynamic.Interface, snap *Reader, report func
 		return s, err
 	}
 	for before != nil || after != nil {
-		var d *Difference
-		switch {
-		case after == nil || (before != nil && before.Key() < after.Key()):
-			s.Snapshot++
-			s.Missing++
-			d = &Difference{Object: before.Key(), What: Missing}
-			before, err = nextSnap()
-		case before == nil || after.Key() < before.Key():
-			s.Cluster++
-			s.Added++
-			d = &Difference{Object: after.Key(), What: Added}
-			after, err = nextLive()
-		default:
-			s.Snapshot++
-			s.Cluster++
-			if bytes.Equal(before.Object, after.Object) {
-				s.Identical++
-			} else {
-				s.Changed++
-				changes, diffErr := Diff(before.Object, after.Object)
-				if diffErr != nil {
-					return s, fmt.Errorf("compare %s: %w", before.Key(), diffErr)
-				}
-				d = &Difference{Object: before.Key(), What: Changed, Changes: changes}
-			}
-			if before, err = nextSnap(); err == nil {
-				after, err = nextLive()
-			}
-		}
-		if d != nil {
-			if reportErr := report(*d); reportErr != nil {
-				return s, reportErr
-			}
-		}
+		d, moveSnap, moveLive, err := s.compareOne(before, after)
 		if err != nil {
 			return s, err
 		}
+		if d != nil {
+			if err := report(*d); err != nil {
+				return s, err
+			}
+		}
+		if moveSnap {
+			if before, err = nextSnap(); err != nil {
+				return s, err
+			}
+		}
+		if moveLive {
+			if after, err = nextLive(); err != nil {
+				return s, err
+			}
+		}
 	}
 	return s, nil
+}
+
+// compareOne counts one step of the walk: an object only the snapshot has
+// (Missing), only the cluster has (Added), or both (identical or Changed).
+// It returns the difference (nil when identical) and which sides move on.
+func (s *Summary) compareOne(before, after *Record) (d *Difference, moveSnap, moveLive bool, err error) {
+	switch {
+	case after == nil || (before != nil && before.Key() < after.Key()):
+		s.Snapshot++
+		s.Missing++
+		return &Difference{Object: before.Key(), What: Missing}, true, false, nil
+	case before == nil || after.Key() < before.Key():
+		s.Cluster++
+		s.Added++
+		return &Difference{Object: after.Key(), What: Added}, false, true, nil
+	}
+	s.Snapshot++
+	s.Cluster++
+	if bytes.Equal(before.Object, after.Object) {
+		s.Identical++
+		return nil, true, true, nil
+	}
+	s.Changed++
+	changes, err := Diff(before.Object, after.Object)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("compare %s: %w", before.Key(), err)
+	}
+	return &Difference{Object: before.Key(), What: Changed, Changes: changes}, true, true, nil
 }
 
 // Snapshot is a snapshot held in memory, compressed: for tests and small
