@@ -52,24 +52,12 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonInTreeMigrationRunning, "%s", msg)
 		return p.finish(s, metav1.ConditionFalse, ReasonInTreeMigrationRunning, "%s", msg), true
 	}
-	name := storagemigration.NameFor(p.crd.Name)
 	if fresh {
-		if wait, ok := p.settling(target); ok {
-			s.RequeueAfter = wait
-			p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonSettling,
-				"waiting for every API server to store %s before creating the StorageVersionMigration %s", target, name)
-			return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
-				"the storage version %s is settling; the in-tree migration starts in %s", target, wait.Round(time.Second)), true
-		}
-		s.Action = ActionMigrate
-		s.Restart = true
-		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
-			"creating the in-tree StorageVersionMigration %s to rewrite every object as %s", name, target)
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
-			"migrating objects to %s with the in-tree StorageVersionMigration %s", target, name), true
+		return p.inTreeStart(s, target)
 	}
-	name = run.StorageVersionMigration.Name
-	if run.StorageVersionMigration.Phase == string(storagemigration.Succeeded) {
+	name := run.StorageVersionMigration.Name
+	switch {
+	case run.StorageVersionMigration.Phase == string(storagemigration.Succeeded):
 		// The in-tree migrator says it is done; Graduator's engine checks it
 		// from the checkpoint taken when the migration was created: objects
 		// written since are skipped without a write, any other is
@@ -82,15 +70,13 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 			name, target, run.Listed, run.Rewritten, run.Skipped)
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
 			"verifying the in-tree migration of %s to %s", p.crd.Spec.Names.Plural, target), true
-	}
-	if !ours {
+	case !ours:
 		s.Action = ActionMigrate
 		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
 			"the in-tree StorageVersionMigration %s of this run is gone; creating it again", name)
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
 			"migrating objects to %s with the in-tree StorageVersionMigration %s", target, name), true
-	}
-	if storagemigration.PhaseOf(svm) == storagemigration.Failed {
+	case storagemigration.PhaseOf(svm) == storagemigration.Failed:
 		// The in-tree migrator never retries a Failed run: the step deletes
 		// it and fails, so that it is created again after the backoff.
 		reason, message := storagemigration.FailedMessage(svm)
@@ -100,6 +86,34 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 		return p.finish(s, metav1.ConditionFalse, ReasonInTreeMigrationFailed,
 			"the in-tree StorageVersionMigration %s failed (%s): %s; deleting it to create it again", name, reason, message), true
 	}
+	return p.inTreeFollow(s, target, run, svm), true
+}
+
+// inTreeStart plans a new run's StorageVersionMigration, once the storage
+// switch has settled.
+func (p *planner) inTreeStart(s Step, target string) (Step, bool) {
+	name := storagemigration.NameFor(p.crd.Name)
+	if wait, ok := p.settling(target); ok {
+		s.RequeueAfter = wait
+		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonSettling,
+			"waiting for every API server to store %s before creating the StorageVersionMigration %s", target, name)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+			"the storage version %s is settling; the in-tree migration starts in %s", target, wait.Round(time.Second)), true
+	}
+	s.Action = ActionMigrate
+	s.Restart = true
+	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
+		"creating the in-tree StorageVersionMigration %s to rewrite every object as %s", name, target)
+	return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+		"migrating objects to %s with the in-tree StorageVersionMigration %s", target, name), true
+}
+
+// inTreeFollow follows this run's StorageVersionMigration while it runs (or
+// has Succeeded, not yet recorded): a conversion webhook it is stuck on, a
+// new run once the webhook is back, or its progress.
+func (p *planner) inTreeFollow(s Step, target string, run *graduatorv1alpha1.MigrationStatus,
+	svm *svmv1.StorageVersionMigration) Step {
+	name := run.StorageVersionMigration.Name
 	// Running (or Succeeded, not yet recorded): follow it.
 	s.RequeueAfter = inTreeFollowInterval
 	if why := p.in.InTreeConversionFailed; why != "" {
@@ -107,7 +121,7 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 			"the in-tree StorageVersionMigration %s cannot convert objects: %s", name, why)
 		return p.finish(s, metav1.ConditionFalse, ReasonConversionFailed,
 			"the in-tree StorageVersionMigration %s is stuck on the conversion webhook (it retries by itself; nothing is "+
-				"pruned until every object is rewritten): %s", name, why), true
+				"pruned until every object is rewritten): %s", name, why)
 	}
 	if prev := meta.FindStatusCondition(p.status.Conditions, graduatorv1alpha1.ConditionReady); prev != nil &&
 		prev.Reason == ReasonConversionFailed {
@@ -120,7 +134,7 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 			"the conversion webhook answers again; creating the in-tree StorageVersionMigration %s again, since the "+
 				"in-tree migrator backs off for minutes after an outage", name)
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
-			"migrating objects to %s with the in-tree StorageVersionMigration %s, created again after the outage", target, name), true
+			"migrating objects to %s with the in-tree StorageVersionMigration %s, created again after the outage", target, name)
 	}
 	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
 		"the in-tree StorageVersionMigration %s is rewriting every %s as %s (%s, created %d times)",
@@ -139,7 +153,7 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 		}
 		SetProgress(&s.Conditions, s.Phase)
 	}
-	return s, true
+	return s
 }
 
 // ObserveInTree records in the run the phase of the in-tree migration it
