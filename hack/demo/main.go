@@ -132,7 +132,13 @@ func run(count int, grace time.Duration) error {
 		return fmt.Errorf("start the webhook: %w", err)
 	}
 	defer webhook.Stop()
-	stopOperator, err := startOperator(ctx, cfg, scheme)
+	// The demo starts its own etcd, so it knows the quota and tells it, as
+	// every door that starts its own etcd does.
+	quota, err := store.Quota(ctx)
+	if err != nil {
+		return err
+	}
+	stopOperator, err := startOperator(ctx, cfg, scheme, quota)
 	if err != nil {
 		return err
 	}
@@ -306,7 +312,7 @@ func createPizzas(ctx context.Context, c client.Client, count int) error {
 	return <-errs
 }
 
-func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (func(), error) {
+func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, etcdQuota int64) (func(), error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  controllers.CacheOptions(),
@@ -316,7 +322,7 @@ func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2, EtcdQuota: etcdQuota}); err != nil {
 		return nil, err
 	}
 	mgrCtx, cancel := context.WithCancel(ctx)

@@ -43,8 +43,8 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
-	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/internal/roundtrip"
+	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/snapshot"
 )
 
@@ -149,7 +149,7 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 			"pausing it briefly now and then), and takes the server's full speed when they barely write; full takes the "+
 			"server's full speed up to --concurrency, for maintenance windows, at other clients' expense.")
 	cmd.Flags().StringVar(&o.etcdQuota, "etcd-quota", "",
-		"etcd's space quota (its --quota-backend-bytes, such as 8Gi): the migration then lets the database grow to 3/4 of it between compactions; unknown by default.")
+		"etcd's space quota (its --quota-backend-bytes, such as 8Gi): the migration then lets the database grow to 3/4 of it between compactions. Not told, etcd's default 2Gi is assumed: tell it if your cluster lowered it.")
 	cmd.Flags().StringArrayVar(&o.acceptLoss, "accept-loss", nil,
 		"A field path (such as /status/conditions, /spec/items/*/name) the conversion may lose; the round-trip proof refuses any other loss. Repeatable.")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "Snapshot every object before the run and compare after it; do not prune when one differs.")
@@ -344,8 +344,9 @@ func (o *MigrateOptions) driver(progress *progressReporter, actions ...graduatio
 			Client: o.client, Reader: o.client, Dynamic: o.dyn, Config: cfg, Discovery: disco,
 			Reviews: authz.SelfSubjectAccessReviews(),
 		},
-		Reporter: quietReporter{},
-		Allows:   func(a graduation.Action) bool { return slices.Contains(actions, a) },
+		Reporter:         quietReporter{},
+		Allows:           func(a graduation.Action) bool { return slices.Contains(actions, a) },
+		EtcdQuotaSetting: "--etcd-quota",
 		Engine: func(opts *migration.Options) {
 			opts.OnProgress, opts.OnObject = progress.update, progress.object
 		},

@@ -264,6 +264,15 @@ var allConditions = []string{
 // While failed steps are retried (Input.Attempts) and the plan still has a
 // step to take, Ready keeps the last failure's words until a step succeeds;
 // a plan with nothing to do (paused, blocked, done) ends the retries.
+// compactionWait is what a Ready message adds while the run waits for
+// etcd's compaction.
+func compactionWait(run *graduatorv1alpha1.MigrationStatus) string {
+	if run.CompactionWait == "" {
+		return ""
+	}
+	return ": " + run.CompactionWait
+}
+
 func (p *planner) finish(s Step, ready metav1.ConditionStatus, reason, format string, args ...any) Step {
 	p.set(graduatorv1alpha1.ConditionReady, ready, reason, format, args...)
 	p.unknown(ReasonWaitingForPrevious, "waits for the earlier steps", allConditions...)
@@ -511,7 +520,9 @@ func (p *planner) migration(s Step, target string) (Step, bool) {
 				"migrating objects to %s: %d could not be rewritten so far%s; storedVersions will not be pruned until they are",
 				target, run.Failed, firstFailure(run)), true
 		}
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "migrating objects to %s", target), true
+		// A wait for etcd's compaction shows where people look, with the
+		// setting that would lift it when etcd's quota was not told.
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "migrating objects to %s%s", target, compactionWait(run)), true
 	}
 	if run.Failed > 0 {
 		msg := fmt.Sprintf("%d objects could not be rewritten as %s%s; storedVersions is not pruned",
