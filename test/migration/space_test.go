@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
 )
@@ -81,6 +82,14 @@ var _ = Describe("the etcd space budget on etcd's default quota, not told", func
 		AddReportEntry("etcd's default quota, not told", fmt.Sprintf("%d objects of 16 KB (%s): budget %s, no wait",
 			n, quantity(added), quantity(res.SpaceBudget)))
 	}, SpecTimeout(5*time.Minute))
+
+	It("is told the quota by a rehearsal (graduationtest), which reads it from its own etcd", func(ctx SpecContext) {
+		f := newFixture(ctx, 5)
+		r := graduationtest.New(GinkgoT(), testEnv, graduationtest.Options{})
+		report, err := r.TryGraduate(ctx, f.crd.Name, "v2")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(report.Migration.SpaceBudgetReason).To(ContainSubstring("of its 2Gi quota"), "the quota is told, not assumed")
+	}, SpecTimeout(2*time.Minute))
 })
 
 func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
