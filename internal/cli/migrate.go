@@ -61,6 +61,8 @@ type migrateSummary struct {
 	Failures       []migration.Failure `json:"failures,omitempty"`
 	Pruned         bool                `json:"pruned"`
 	StoredVersions []string            `json:"storedVersions"`
+	// SpaceBudget is the run's etcd space budget and how it was set.
+	SpaceBudget string `json:"spaceBudget,omitempty"`
 	// Verified is the comparison of --verify, when asked for.
 	Verified *verifyResult `json:"verified,omitempty"`
 }
@@ -244,6 +246,14 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	}
 	progress := newProgressReporter(o.ErrOut, o.crdName, pickProgressMode(o.ErrOut, o.quiet, o.output == "json"))
 	policy := o.policy()
+	if policy.Spec.Migration.EtcdQuota == nil {
+		if quota, from := shownEtcdQuota(ctx, o.dyn); quota > 0 {
+			policy.Spec.Migration.EtcdQuota = resource.NewQuantity(quota, resource.BinarySI)
+			if !o.quiet {
+				_, _ = fmt.Fprintln(o.ErrOut, shownQuotaLine(quota, from))
+			}
+		}
+	}
 	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
 	d, err := o.driver(progress, graduation.ActionPreflight, graduation.ActionMigrate)
 	if err != nil {
@@ -266,6 +276,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		CRD: o.crdName, StorageVersion: storage, Complete: result.Complete,
 		Listed: result.Listed, Rewritten: result.Rewritten, Skipped: result.Skipped, Failed: result.Failed,
 		CaughtUp: result.CaughtUp, Failures: result.Failures, StoredVersions: o.crd.Status.StoredVersions,
+		SpaceBudget: result.SpaceBudgetReason,
 	}
 	if o.verify {
 		if summary.Verified, err = o.verifyAfter(ctx, before); err != nil {

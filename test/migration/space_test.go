@@ -18,15 +18,22 @@ package migration_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/migration"
@@ -90,6 +97,30 @@ var _ = Describe("the etcd space budget on etcd's default quota, not told", func
 		Expect(err).NotTo(HaveOccurred())
 		Expect(report.Migration.SpaceBudgetReason).To(ContainSubstring("of its 2Gi quota"), "the quota is told, not assumed")
 	}, SpecTimeout(2*time.Minute))
+
+	It("is told the quota by `graduator migrate` from a kubeadm etcd pod's command line, when the caller may read it", func(ctx SpecContext) {
+		// What kubeadm (and kind) run: an etcd static pod in kube-system,
+		// here with a lowered quota, as its mirror pod shows it.
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "etcd-control-plane", Namespace: "kube-system",
+				Labels: map[string]string{"component": "etcd", "tier": "control-plane"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.5-0",
+				Command: []string{"etcd", "--data-dir=/var/lib/etcd", "--quota-backend-bytes=201326592"}}}},
+		}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, pod))).To(Succeed()) })
+
+		f := newFixture(ctx, 20)
+		f.switchStorage(ctx)
+		binary, kubeconfig := buildCLI()
+		session, err := gexec.Start(exec.Command(binary, "migrate", f.crd.Name, "-o", "json", "--kubeconfig", kubeconfig), GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(session).WithTimeout(2 * time.Minute).Should(gexec.Exit(0))
+		Expect(string(session.Err.Contents())).To(ContainSubstring("etcd's quota: 192Mi, from the command line of kube-system/etcd-control-plane"))
+		var summary struct{ SpaceBudget string }
+		Expect(json.Unmarshal(session.Out.Contents(), &summary)).To(Succeed())
+		Expect(summary.SpaceBudget).To(ContainSubstring("of its 192Mi quota"))
+	}, SpecTimeout(3*time.Minute))
 })
 
 func quantity(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
