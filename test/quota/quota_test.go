@@ -108,6 +108,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		budget := max(quota*3/4-before, quota/64) // the rule with the quota told, stated here again
 		Expect(peak-before).To(BeNumerically("<=", budget*3/2), "the database grew by %s; the rule's budget is %s", mib(peak-before), mib(budget))
 		Expect(res.CompactionWaits).To(BeNumerically(">", 0), "the budget paced the run")
+		Expect(res.SpaceBudgetReason).To(ContainSubstring("of its 192Mi quota"), "the budget is the told quota's")
 		Expect(big.storedAs(ctx)).To(Equal(map[string]int{big.group + "/v2": big.n}), "every object is stored as v2")
 	}, SpecTimeout(10*time.Minute))
 
@@ -129,6 +130,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		Expect(first.IsZero()).To(BeFalse(), "etcd answered NOSPACE")
 		Expect(after).To(BeZero(), "no write is sent after etcd's first NOSPACE answer")
 		Expect(errors.As(err, &full)).To(BeTrue(), "%v", err)
+		Expect(res.SpaceBudgetReason).To(ContainSubstring("default 2Gi is assumed"), "a quota below the default, not told")
 		Expect(errclass.IsNoSpace(err)).To(BeTrue())
 		Expect(err.Error()).To(ContainSubstring("etcdctl defrag"))
 		Expect(err.Error()).To(ContainSubstring("etcdctl alarm disarm"))
