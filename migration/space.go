@@ -175,7 +175,17 @@ func parseStorageSize(metrics []byte) (int64, bool) {
 	return int64(size), found && size > 0
 }
 
+// bytesText writes n as a person reads it: a quantity (16Mi, 2Gi), to a
+// tenth of a MiB or a hundredth of a GiB when it is not a whole one
+// (1.48Gi rather than 1553340Ki).
 func bytesText(n int64) string {
+	const mi, gi = 1 << 20, 1 << 30
+	switch {
+	case n >= gi && n%gi != 0:
+		return strconv.FormatFloat(float64(n)/gi, 'f', 2, 64) + "Gi"
+	case n >= mi && n%mi != 0:
+		return strconv.FormatFloat(float64(n)/mi, 'f', 1, 64) + "Mi"
+	}
 	return resource.NewQuantity(n, resource.BinarySI).String()
 }
 

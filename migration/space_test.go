@@ -103,6 +103,15 @@ var _ = Describe("the etcd space budget", func() {
 		Expect(r.quotaHint()).To(BeEmpty(), "a told quota is not hinted at")
 	})
 
+	It("writes sizes as people read them", func() {
+		Expect(bytesText(16 * mib)).To(Equal("16Mi"))
+		Expect(bytesText(DefaultEtcdQuota)).To(Equal("2Gi"))
+		Expect(bytesText(1568536 << 10)).To(Equal("1.50Gi"))
+		Expect(bytesText(24600 << 10)).To(Equal("24.0Mi"))
+		Expect(bytesText(4328 << 10)).To(Equal("4.2Mi"))
+		Expect(bytesText(300 << 10)).To(Equal("300Ki"))
+	})
+
 	It("charges a 16 KB object about what etcd measured (1.2x) and a small one its overhead", func() {
 		Expect(WriteCost(16 << 10)).To(BeNumerically("~", 1.2*16*1024, 0.1*16*1024))
 		Expect(WriteCost(300)).To(BeNumerically("<", 1024))
