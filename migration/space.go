@@ -50,7 +50,8 @@ const (
 	DefaultEtcdQuota int64 = 2 << 30
 	// MinSpaceBudget is the budget when the database's size is unknown (no
 	// access to the API server's /metrics) and the quota is not told: a run
-	// that adds less to etcd (about 16,000 objects of 1 KB, 1,000 of 16 KB)
+	// that adds less to etcd (about 9,000 objects of 1 KB, 800 of 16 KB, at
+	// WriteCost)
 	// never waits for a compaction. It is under 1% of etcd's default quota.
 	MinSpaceBudget int64 = 16 << 20
 	// growthDivisor: a database already large against the assumed default
