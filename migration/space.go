@@ -51,8 +51,8 @@ const (
 	// MinSpaceBudget is the budget when the database's size is unknown (no
 	// access to the API server's /metrics) and the quota is not told: a run
 	// that adds less to etcd (about 9,000 objects of 1 KB, 800 of 16 KB, at
-	// WriteCost)
-	// never waits for a compaction. It is under 1% of etcd's default quota.
+	// WriteCost) never waits for a compaction. It is under 1% of etcd's
+	// default quota.
 	MinSpaceBudget int64 = 16 << 20
 	// growthDivisor: a database already large against the assumed default
 	// quota (its quota was raised, or it is near full) may grow by a
