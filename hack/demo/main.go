@@ -34,6 +34,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -48,8 +49,8 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/controllers"
-	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/graduationtest"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/gitops"
 	"github.com/graduator/graduator/test/pizzaenv"
@@ -142,6 +143,7 @@ func run(count int, grace time.Duration) error {
 	if err != nil {
 		return err
 	}
+	say("   etcd's quota, as etcd reports it and told to the operator (--etcd-quota): %s", resource.NewQuantity(quota, resource.BinarySI))
 	defer stopOperator()
 
 	applyStage := func(n int, what string) error {
