@@ -106,7 +106,7 @@ test-faults: envtest-assets ## The fault suite at full size (SIGKILLs, webhook a
 	FAULTS_SIZE=full $(GO) test ./test/faults/ -count=1 -timeout 60m -v -ginkgo.v
 
 .PHONY: test-quota
-test-quota: envtest-assets ## The etcd space suite (about 11 minutes): a 192 MiB etcd compacting every 30 s; 16 KB objects at 55% of the quota migrate at the defaults under 90% of it, 300 B objects never wait, NOSPACE stops a run and loses nothing.
+test-quota: envtest-assets ## The etcd space suite (about 11 minutes): a 192 MiB etcd compacting every 30 s; 16 KB objects at 55% of the quota migrate, told the quota, under 90% of it, 300 B objects never wait, NOSPACE stops a run and loses nothing.
 	QUOTA_SUITE=1 $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
 
 # The suites whose behaviour depends on the API server: the policy API and

@@ -79,7 +79,8 @@ type Options struct {
 	QPS float32
 	// EtcdQuota is etcd's space quota in bytes, when known: the migration
 	// then lets the database grow to 3/4 of it between compactions (see
-	// migration.Options.EtcdQuota). 0 when unknown.
+	// migration.Options.EtcdQuota). 0 when not told: etcd's default 2 GiB
+	// is assumed, so a cluster that lowered its quota must tell it.
 	EtcdQuota int64
 	// AcceptLoss lists field paths (such as /status/conditions) the
 	// conversion may lose; the round-trip proof refuses any other loss
@@ -175,10 +176,11 @@ func Add(mgr ctrl.Manager, opts Options) error {
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Dynamic: dyn, Config: cfg, Discovery: disco,
 				Reviews: authz.SelfSubjectAccessReviews(),
 			},
-			Reporter:  reporter{recorder: mgr.GetEventRecorder(opts.Name)},
-			Metrics:   metrics.Recorder{},
-			Needs:     needs,
-			EtcdQuota: opts.EtcdQuota,
+			Reporter:         reporter{recorder: mgr.GetEventRecorder(opts.Name)},
+			Metrics:          metrics.Recorder{},
+			Needs:            needs,
+			EtcdQuota:        opts.EtcdQuota,
+			EtcdQuotaSetting: "crdmigrate.Options.EtcdQuota",
 		},
 	}
 	selected := predicate.NewPredicateFuncs(func(o client.Object) bool {

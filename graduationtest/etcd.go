@@ -19,12 +19,16 @@ package graduationtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/graduator/graduator/migration"
 )
 
 // EtcdStore reads what the API server stored in etcd, to prove at the
@@ -72,6 +76,28 @@ func (s *EtcdStore) APIVersions(ctx context.Context, group, plural string) (map[
 		out[strings.TrimPrefix(string(kv.Key), prefix)] = obj.APIVersion
 	}
 	return out, nil
+}
+
+// Quota is etcd's space quota in bytes, as etcd itself reports it since
+// 3.6: its --quota-backend-bytes, or etcd's default 2 GiB when that is not
+// set. 0 when etcd does not say (before 3.6).
+func (s *EtcdStore) Quota(ctx context.Context) (int64, error) {
+	endpoints := s.client.Endpoints()
+	if len(endpoints) == 0 {
+		return 0, errors.New("read etcd's quota: no endpoint")
+	}
+	status, err := s.client.Status(ctx, endpoints[0])
+	if err != nil {
+		return 0, fmt.Errorf("read etcd's quota: %w", err)
+	}
+	if status.DbSizeQuota > 0 {
+		return status.DbSizeQuota, nil
+	}
+	v, err := utilversion.ParseGeneric(status.Version)
+	if err != nil || !v.AtLeast(utilversion.MajorMinor(3, 6)) {
+		return 0, nil // an etcd that does not report its quota
+	}
+	return migration.DefaultEtcdQuota, nil // not set
 }
 
 // Counts returns how many objects of the resource are stored in each

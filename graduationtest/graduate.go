@@ -97,7 +97,9 @@ func (r *Rehearsal) TryGraduate(ctx context.Context, crdName, version string) (R
 	}
 	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
 	d := r.driver()
-	d.EtcdQuota = tuning.EtcdQuota
+	if d.EtcdQuota, err = r.etcdQuota(ctx); err != nil {
+		return report, err
+	}
 	out, err := d.Finish(ctx, store, policy, r.opts.Timeout)
 	report.Migration = driver.RunResult(policy.Status)
 	var graduateErr error
@@ -123,6 +125,16 @@ func (r *Rehearsal) TryGraduate(ctx context.Context, crdName, version string) (R
 	return report, report.check()
 }
 
+// etcdQuota is the quota the migration is told: the tuning's, else the one
+// the rehearsal's own etcd reports, so that a rehearsal runs at the pace
+// of its etcd's quota and not of an assumed one.
+func (r *Rehearsal) etcdQuota(ctx context.Context) (int64, error) {
+	if q := r.opts.Migration.EtcdQuota; q > 0 {
+		return q, nil
+	}
+	return r.Etcd.Quota(ctx)
+}
+
 // driver is the graduation's driver with the rehearsal's clients, telling
 // each step in the test's log.
 func (r *Rehearsal) driver() *driver.Driver {
@@ -130,7 +142,8 @@ func (r *Rehearsal) driver() *driver.Driver {
 		Clients: driver.Clients{
 			Client: r.Client, Reader: r.Client, Dynamic: r.Dynamic, Config: r.Config, Discovery: r.discovery, Reviews: r.reviews,
 		},
-		Reporter: reporter{r.t},
+		Reporter:         reporter{r.t},
+		EtcdQuotaSetting: "graduationtest.Options.Migration.EtcdQuota",
 	}
 }
 

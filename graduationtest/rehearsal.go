@@ -60,7 +60,8 @@ type Options struct {
 	// writes out.
 	Ignore []string
 	// Migration tunes the engine Graduate runs; only its tuning fields are
-	// used (Concurrency, Priority, PageSize, QPS, WriteTo).
+	// used (Concurrency, Priority, PageSize, QPS, WriteTo, EtcdQuota). An
+	// EtcdQuota of 0 is read from the environment's etcd.
 	// AcceptLoss lists field paths (such as /status/conditions) the
 	// conversion may lose; the round-trip proof that Graduate runs before
 	// the first write refuses any other loss.

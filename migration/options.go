@@ -98,8 +98,15 @@ type Options struct {
 	MaxFailures int
 	// EtcdQuota is etcd's space quota in bytes (its --quota-backend-bytes;
 	// 2 GiB unless set), when known: the etcd space budget then lets the
-	// database grow to 3/4 of it (SpaceBudgetFor). 0 when unknown.
+	// database grow to 3/4 of it (SpaceBudgetFor). 0 when not told: etcd's
+	// default (DefaultEtcdQuota) is assumed, so a cluster that lowered its
+	// quota must tell it.
 	EtcdQuota int64
+	// EtcdQuotaSetting names, for people, where EtcdQuota is told at the
+	// door that runs the migration (a flag, a field): a wait for a
+	// compaction with the quota not told says it. "Options.EtcdQuota" when
+	// empty.
+	EtcdQuotaSetting string
 	// SpaceBudget, when above 0, is the bytes the run may add to etcd
 	// between two compactions, instead of SpaceBudgetFor's. Below 0 turns
 	// the budget off (measurements only: a big population of big objects

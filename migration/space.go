@@ -43,21 +43,28 @@ import (
 // budget during the whole run.
 
 const (
-	// MinSpaceBudget is the smallest budget: a run that adds less to etcd
-	// (about 16,000 objects of 1 KB, 1,000 of 16 KB) never waits for a
-	// compaction. It is under 1% of etcd's default 2 GiB quota. It is also
-	// the budget when neither the database's size nor the quota is known.
+	// DefaultEtcdQuota is etcd's own default space quota (its
+	// --quota-backend-bytes when not set): 2 GiB. With the quota not told,
+	// the budget assumes it, as software assumes its dependencies'
+	// documented defaults: a cluster that lowered its quota must tell it.
+	DefaultEtcdQuota int64 = 2 << 30
+	// MinSpaceBudget is the budget when the database's size is unknown (no
+	// access to the API server's /metrics) and the quota is not told: a run
+	// that adds less to etcd (about 9,000 objects of 1 KB, 800 of 16 KB, at
+	// WriteCost) never waits for a compaction. It is under 1% of etcd's
+	// default quota.
 	MinSpaceBudget int64 = 16 << 20
-	// growthDivisor: with the quota unknown, the run may grow the database
-	// by a quarter of its size at the start.
+	// growthDivisor: a database already large against the assumed default
+	// quota (its quota was raised, or it is near full) may grow by a
+	// quarter of its size at the start.
 	growthDivisor = 4
-	// With a known quota the database may reach three quarters of it (the
-	// last quarter is every other client's and fragmentation's), and the
-	// budget is never below 1/64 of it: a database already past three
-	// quarters still migrates, slowly.
+	// With a quota (told or assumed) the database may reach three quarters
+	// of it (the last quarter is every other client's and fragmentation's);
+	// with a told quota the budget is never below 1/64 of it: a database
+	// already past three quarters still migrates, slowly.
 	quotaCeilingNum, quotaCeilingDen = 3, 4
 	quotaFloorDivisor                = 64
-	// noSizeQuotaDivisor: with a known quota but no database size, 1/16 of
+	// noSizeQuotaDivisor: with a told quota but no database size, 1/16 of
 	// the quota.
 	noSizeQuotaDivisor = 16
 	// defaultObjectBytes is the size assumed before an object was sampled.
@@ -73,35 +80,68 @@ const (
 // so in the background) before writes go on. Variables for the tests.
 var compactionPoll, compactionSettle = 2 * time.Second, 2 * time.Second
 
-// SpaceBudgetFor is the rule: the bytes a run may add to etcd between two
-// compactions, given the database's size at the start (0: unknown) and
-// etcd's quota (0: unknown), and the reason a person reads in the progress.
-//
-//   - Quota unknown: a quarter of the database's size, at least
-//     MinSpaceBudget. A cluster's quota leaves room above the data it
-//     holds (etcd's default 2 GiB against the few hundred MB most clusters
-//     store): growing by a bounded fraction of what is there keeps within
-//     that room, where growing by the migrated population (up to the whole
-//     database) does not.
-//   - Quota known: up to three quarters of the quota, at least 1/64 of it.
-//   - Size unknown (no access to /metrics): MinSpaceBudget, or 1/16 of a
-//     known quota.
-func SpaceBudgetFor(dbSize, quota int64) (int64, string) {
-	switch {
-	case dbSize > 0 && quota > 0:
-		budget := max(quota*quotaCeilingNum/quotaCeilingDen-dbSize, quota/quotaFloorDivisor)
-		return budget, fmt.Sprintf("%s per compaction: etcd's database is %s of its %s quota; it may grow to 3/4 of the quota (at least 1/64 of it per compaction)",
-			bytesText(budget), bytesText(dbSize), bytesText(quota))
-	case dbSize > 0:
-		budget := max(dbSize/growthDivisor, MinSpaceBudget)
-		return budget, fmt.Sprintf("%s per compaction: a quarter of etcd's database (%s at the start, at least %s); give etcd's quota to sharpen it",
-			bytesText(budget), bytesText(dbSize), bytesText(MinSpaceBudget))
-	case quota > 0:
-		budget := quota / noSizeQuotaDivisor
-		return budget, fmt.Sprintf("%s per compaction: 1/16 of etcd's %s quota (the database's size is unknown)", bytesText(budget), bytesText(quota))
-	}
-	return MinSpaceBudget, fmt.Sprintf("%s per compaction: a fixed budget (etcd's database size and quota are unknown)", bytesText(MinSpaceBudget))
+// EtcdSpace is what a run knows of etcd's space when it starts: the
+// inputs of SpaceBudgetFor.
+type EtcdSpace struct {
+	// DatabaseSize is the database's size from the API server's /metrics;
+	// 0 when unknown.
+	DatabaseSize int64
+	// Quota is etcd's quota as told (Options.EtcdQuota); 0 when not told.
+	Quota int64
+	// SizeUnreported is set when the API server's /metrics answered but
+	// carries no storage size: its storage does not report one, as a
+	// kine datastore (k3s's SQLite, before k3s enabled its size in 2025)
+	// does not, and there is no etcd quota to guard.
+	SizeUnreported bool
 }
+
+// SpaceBudgetFor is the rule: the bytes a run may add to etcd between two
+// compactions (-1: no budget), and the reason a person reads in the
+// progress.
+//
+//   - Quota told, database size known: up to three quarters of the quota,
+//     at least 1/64 of it.
+//   - Quota not told, database size known: etcd's default quota
+//     (DefaultEtcdQuota) is assumed, and the database may grow to three
+//     quarters of it; a database already large against it (past 60% of
+//     it: its quota was raised, or it is near full) may grow by a quarter
+//     of its size. Never below 300 MiB.
+//   - No database size (no access to /metrics): 1/16 of a told quota, or
+//     MinSpaceBudget.
+//   - /metrics answers without a storage size and the quota is not told:
+//     no budget (nothing to guard; telling a quota brings one back).
+func SpaceBudgetFor(s EtcdSpace) (int64, string) {
+	switch {
+	case s.DatabaseSize > 0 && s.Quota > 0:
+		budget := max(ceiling(s.Quota)-s.DatabaseSize, s.Quota/quotaFloorDivisor)
+		return budget, fmt.Sprintf("%s per compaction: etcd's database is %s of its %s quota; it may grow to 3/4 of the quota (at least 1/64 of it per compaction)",
+			bytesText(budget), bytesText(s.DatabaseSize), bytesText(s.Quota))
+	case s.DatabaseSize > 0:
+		return assumedQuotaBudget(s.DatabaseSize)
+	case s.Quota > 0:
+		budget := s.Quota / noSizeQuotaDivisor
+		return budget, fmt.Sprintf("%s per compaction: 1/16 of etcd's %s quota (the database's size is unknown)", bytesText(budget), bytesText(s.Quota))
+	case s.SizeUnreported:
+		return -1, "off: the API server reports no storage size (a datastore without etcd's quota, such as kine's SQLite on k3s); tell etcd's quota to budget the writes anyway"
+	}
+	return MinSpaceBudget, fmt.Sprintf("%s per compaction: a fixed budget (etcd's database size is unknown and its quota not told)", bytesText(MinSpaceBudget))
+}
+
+// assumedQuotaBudget is the budget with etcd's quota not told: that of
+// etcd's default quota, or a quarter of a database already large against
+// it, whichever is more.
+func assumedQuotaBudget(dbSize int64) (int64, string) {
+	fromDefault, quarter := ceiling(DefaultEtcdQuota)-dbSize, dbSize/growthDivisor
+	if fromDefault >= quarter {
+		return fromDefault, fmt.Sprintf("%s per compaction: etcd's database is %s; its quota is not told, so etcd's default %s is assumed and the database may grow to 3/4 of it (a cluster that lowered the quota must tell it)",
+			bytesText(fromDefault), bytesText(dbSize), bytesText(DefaultEtcdQuota))
+	}
+	return quarter, fmt.Sprintf("%s per compaction: a quarter of etcd's database (%s at the start, large against etcd's default %s quota, assumed when the quota is not told); tell etcd's quota to sharpen it",
+		bytesText(quarter), bytesText(dbSize), bytesText(DefaultEtcdQuota))
+}
+
+// ceiling is how large the database may grow under quota.
+func ceiling(quota int64) int64 { return quota * quotaCeilingNum / quotaCeilingDen }
 
 // WriteCost is what one rewrite of an object of the given size (its JSON,
 // as etcd stores a custom resource) adds to etcd's database: the value, its
@@ -136,7 +176,17 @@ func parseStorageSize(metrics []byte) (int64, bool) {
 	return int64(size), found && size > 0
 }
 
+// bytesText writes n as a person reads it: a quantity (16Mi, 2Gi), to a
+// tenth of a MiB or a hundredth of a GiB when it is not a whole one
+// (1.48Gi rather than 1553340Ki).
 func bytesText(n int64) string {
+	const mi, gi = 1 << 20, 1 << 30
+	switch {
+	case n >= gi && n%gi != 0:
+		return strconv.FormatFloat(float64(n)/gi, 'f', 2, 64) + "Gi"
+	case n >= mi && n%mi != 0:
+		return strconv.FormatFloat(float64(n)/mi, 'f', 1, 64) + "Mi"
+	}
 	return resource.NewQuantity(n, resource.BinarySI).String()
 }
 
@@ -333,11 +383,28 @@ func (r *runner) reserveSpace(ctx context.Context) (*spaceChunk, error) {
 func (r *runner) startWait(ctx context.Context, rev string) {
 	r.mu.Lock()
 	r.progress.CompactionWaits++
-	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: the run's writes not compacted yet reached its budget of %s",
-		rev, time.Now().UTC().Format(time.RFC3339), bytesText(r.space.budget))
+	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: the run's writes not compacted yet reached its budget of %s%s",
+		rev, time.Now().UTC().Format(time.RFC3339), bytesText(r.space.budget), r.quotaHint())
 	r.mu.Unlock()
 	klog.FromContext(ctx).Info("waiting for etcd to compact", "resource", r.opts.Resource.String(), "resourceVersion", rev, "budget", bytesText(r.space.budget))
 	r.notify()
+}
+
+// quotaHint is what a wait adds when etcd's quota was not told: telling
+// it can lift the wait, and where to tell it.
+func (r *runner) quotaHint() string {
+	if r.opts.EtcdQuota > 0 {
+		return ""
+	}
+	setting := r.opts.EtcdQuotaSetting
+	if setting == "" {
+		setting = "Options.EtcdQuota"
+	}
+	if r.progress.DatabaseSize > 0 {
+		return fmt.Sprintf("; etcd's quota is not told, so its default %s is assumed: if the quota is larger, tell it with %s to raise the budget",
+			bytesText(DefaultEtcdQuota), setting)
+	}
+	return fmt.Sprintf("; etcd's database size is unknown and its quota not told: tell the quota with %s to raise the budget", setting)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -368,9 +435,9 @@ func (r *runner) newSpaceBudget(ctx context.Context) {
 		r.progress.SpaceBudget, r.progress.SpaceBudgetReason = s.budget, fmt.Sprintf("%s per compaction, as set", bytesText(s.budget))
 		return
 	}
-	size, err := r.storageSize(ctx)
-	s.budget, r.progress.SpaceBudgetReason = SpaceBudgetFor(size, r.opts.EtcdQuota)
-	r.progress.SpaceBudget, r.progress.DatabaseSize = s.budget, size
+	space, err := r.etcdSpace(ctx)
+	s.budget, r.progress.SpaceBudgetReason = SpaceBudgetFor(space)
+	r.progress.SpaceBudget, r.progress.DatabaseSize = s.budget, space.DatabaseSize
 	if err != nil {
 		text := err.Error()
 		if len(text) > maxReasonError {
@@ -380,20 +447,40 @@ func (r *runner) newSpaceBudget(ctx context.Context) {
 		klog.FromContext(ctx).Info("the etcd space budget cannot read the database's size; a conservative budget applies",
 			"resource", r.opts.Resource.String(), "budget", bytesText(s.budget), "err", err.Error())
 	}
+	if space.SizeUnreported {
+		klog.FromContext(ctx).Info("the API server reports no storage size: the etcd space budget is "+r.progress.SpaceBudgetReason,
+			"resource", r.opts.Resource.String())
+	}
 }
 
-// storageSize reads the etcd database's size from the API server.
-func (r *runner) storageSize(ctx context.Context) (int64, error) {
+// storageSizeReads is how many times a /metrics without the storage size
+// is read before the size counts as unreported, storageSizeRetry apart:
+// the API server asks etcd for it at each scrape, within a second, so a
+// loaded etcd can miss one. A variable for the tests.
+var storageSizeReads, storageSizeRetry = 3, time.Second
+
+// etcdSpace reads the etcd database's size from the API server; the error
+// says why it is unknown (not when the storage reports none).
+func (r *runner) etcdSpace(ctx context.Context) (EtcdSpace, error) {
+	space := EtcdSpace{Quota: r.opts.EtcdQuota}
 	if r.metrics == nil {
-		return 0, fmt.Errorf("no rest.Config (Options.Config) to read the API server's /metrics with")
+		return space, fmt.Errorf("no rest.Config (Options.Config) to read the API server's /metrics with")
 	}
-	data, err := r.metrics(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("read the API server's /metrics (the chart grants get on it): %w", err)
+	for read := 1; ; read++ {
+		data, err := r.metrics(ctx)
+		if err != nil {
+			return space, fmt.Errorf("read the API server's /metrics (the chart grants get on it): %w", err)
+		}
+		if size, ok := parseStorageSize(data); ok {
+			space.DatabaseSize = size
+			return space, nil
+		}
+		if read == storageSizeReads {
+			space.SizeUnreported = true
+			return space, nil
+		}
+		if err := sleep(ctx, storageSizeRetry); err != nil {
+			return space, err
+		}
 	}
-	size, ok := parseStorageSize(data)
-	if !ok {
-		return 0, fmt.Errorf("the API server's /metrics has no %s", storageSizeMetric)
-	}
-	return size, nil
 }

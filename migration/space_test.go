@@ -37,19 +37,80 @@ const mib = int64(1) << 20
 
 var _ = Describe("the etcd space budget", func() {
 	DescribeTable("SpaceBudgetFor: the bytes a run may add to etcd between two compactions",
-		func(dbSize, quota, want int64) {
-			got, reason := SpaceBudgetFor(dbSize, quota)
-			Expect(got).To(Equal(want))
-			Expect(reason).NotTo(BeEmpty())
+		func(space EtcdSpace, want int64, reason string) {
+			got, why := SpaceBudgetFor(space)
+			Expect(got).To(Equal(want), "budget %s", bytesText(got))
+			Expect(why).To(ContainSubstring(reason))
 		},
-		Entry("quota unknown: a quarter of the database", 2048*mib, int64(0), 512*mib),
-		Entry("quota unknown, a small database: at least 16 MiB", 20*mib, int64(0), MinSpaceBudget),
-		Entry("the quota known: up to 3/4 of it", 110*mib, 192*mib, 34*mib),
-		Entry("the quota known, the database past 3/4 already: 1/64 of the quota", 170*mib, 192*mib, 3*mib),
-		Entry("a big quota and a small database: not slowed", 100*mib, 8192*mib, 6044*mib),
-		Entry("no database size (no /metrics), the quota known: 1/16 of it", int64(0), 2048*mib, 128*mib),
-		Entry("nothing known: the fixed 16 MiB", int64(0), int64(0), MinSpaceBudget),
+		Entry("the quota told: up to 3/4 of it", EtcdSpace{DatabaseSize: 110 * mib, Quota: 192 * mib}, 34*mib, "of its 192Mi quota"),
+		Entry("the quota told, the database past 3/4 already: 1/64 of the quota", EtcdSpace{DatabaseSize: 170 * mib, Quota: 192 * mib}, 3*mib, "at least 1/64"),
+		Entry("a big quota told and a small database: not slowed", EtcdSpace{DatabaseSize: 100 * mib, Quota: 8192 * mib}, 6044*mib, "8Gi quota"),
+		Entry("the quota told, no database size (no /metrics): 1/16 of it", EtcdSpace{Quota: 2048 * mib}, 128*mib, "1/16"),
+		Entry("the quota told, /metrics without a storage size: 1/16 of it", EtcdSpace{Quota: 2048 * mib, SizeUnreported: true}, 128*mib, "1/16"),
+		// The quota not told: etcd's default 2 GiB is assumed.
+		Entry("not told, a newcomer's small database: 3/4 of etcd's default 2Gi less the database", EtcdSpace{DatabaseSize: 20 * mib}, 1516*mib, "default 2Gi is assumed"),
+		Entry("not told, an empty database: 3/4 of 2Gi", EtcdSpace{DatabaseSize: 1}, 1536*mib-1, "default 2Gi is assumed"),
+		Entry("not told, a database just under 60% of 2Gi: still 3/4 of 2Gi less the database", EtcdSpace{DatabaseSize: 1200 * mib}, 336*mib, "default 2Gi is assumed"),
+		Entry("not told, a database large against 2Gi: a quarter of it", EtcdSpace{DatabaseSize: 1600 * mib}, 400*mib, "a quarter of etcd's database"),
+		Entry("not told, a database past 2Gi (its quota was raised): a quarter of it", EtcdSpace{DatabaseSize: 8192 * mib}, 2048*mib, "a quarter of etcd's database"),
+		Entry("nothing known (no /metrics): the fixed 16Mi", EtcdSpace{}, MinSpaceBudget, "a fixed budget"),
+		Entry("not told, /metrics without a storage size (kine): no budget", EtcdSpace{SizeUnreported: true}, int64(-1), "no storage size"),
 	)
+
+	It("never budgets under 300 MiB with a database size and the quota not told", func() {
+		for size := mib; size <= 16384*mib; size += 7 * mib {
+			budget, _ := SpaceBudgetFor(EtcdSpace{DatabaseSize: size})
+			Expect(budget).To(BeNumerically(">=", 300*mib), "a database of %s", bytesText(size))
+		}
+	})
+
+	It("reads the storage size from /metrics, and a /metrics that never carries one as unreported (kine)", func(ctx SpecContext) {
+		defer func(n int, d time.Duration) { storageSizeReads, storageSizeRetry = n, d }(storageSizeReads, storageSizeRetry)
+		storageSizeRetry = time.Millisecond
+		reads := 0
+		without := func(context.Context) ([]byte, error) { reads++; return []byte("apiserver_request_total 5\n"), nil }
+		r := &runner{metrics: without}
+		space, err := r.etcdSpace(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(space).To(Equal(EtcdSpace{SizeUnreported: true}))
+		Expect(reads).To(Equal(storageSizeReads), "read again: a loaded etcd can miss one scrape")
+
+		reads = 0
+		late := func(context.Context) ([]byte, error) {
+			reads++
+			if reads < 2 {
+				return []byte("apiserver_request_total 5\n"), nil
+			}
+			return []byte("apiserver_storage_size_bytes{storage_cluster_id=\"etcd-0\"} 4.2e+07\n"), nil
+		}
+		r = &runner{metrics: late}
+		r.opts.EtcdQuota = 192 * mib
+		Expect(r.etcdSpace(ctx)).To(Equal(EtcdSpace{DatabaseSize: 42000000, Quota: 192 * mib}))
+
+		r = &runner{metrics: func(context.Context) ([]byte, error) { return nil, errors.New("forbidden") }}
+		space, err = r.etcdSpace(ctx)
+		Expect(err).To(MatchError(ContainSubstring("forbidden")))
+		Expect(space.SizeUnreported).To(BeFalse(), "an unreadable /metrics is an unknown size, not an unreported one")
+	})
+
+	It("says, when it waits with the quota not told, where to tell it", func() {
+		r := &runner{}
+		r.opts.EtcdQuotaSetting = "--etcd-quota"
+		Expect(r.quotaHint()).To(ContainSubstring("tell the quota with --etcd-quota"))
+		r.progress.DatabaseSize = 20 * mib
+		Expect(r.quotaHint()).To(ContainSubstring("its default 2Gi is assumed: if the quota is larger, tell it with --etcd-quota"))
+		r.opts.EtcdQuota = 192 * mib
+		Expect(r.quotaHint()).To(BeEmpty(), "a told quota is not hinted at")
+	})
+
+	It("writes sizes as people read them", func() {
+		Expect(bytesText(16 * mib)).To(Equal("16Mi"))
+		Expect(bytesText(DefaultEtcdQuota)).To(Equal("2Gi"))
+		Expect(bytesText(1568536 << 10)).To(Equal("1.50Gi"))
+		Expect(bytesText(24600 << 10)).To(Equal("24.0Mi"))
+		Expect(bytesText(4328 << 10)).To(Equal("4.2Mi"))
+		Expect(bytesText(300 << 10)).To(Equal("300Ki"))
+	})
 
 	It("charges a 16 KB object about what etcd measured (1.2x) and a small one its overhead", func() {
 		Expect(WriteCost(16 << 10)).To(BeNumerically("~", 1.2*16*1024, 0.1*16*1024))
@@ -130,6 +191,7 @@ apiserver_storage_size_bytes_other 1e+12
 		Expect(r.progress.CompactionWaits).To(Equal(1))
 		Expect(reports).To(HaveLen(2))
 		Expect(reports[0].CompactionWait).To(ContainSubstring("waiting for etcd's next compaction past resourceVersion 101"))
+		Expect(reports[0].CompactionWait).To(ContainSubstring("tell the quota with Options.EtcdQuota"))
 		Expect(reports[1].CompactionWait).To(BeEmpty())
 	})
 

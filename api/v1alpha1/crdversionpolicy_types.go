@@ -339,10 +339,12 @@ type MigrationSettings struct {
 	// EtcdQuota is etcd's space quota (its --quota-backend-bytes; etcd's
 	// default is 2Gi), when known, such as 8Gi. The migration keeps the
 	// bytes it adds to etcd between two compactions under a budget, so
-	// that it never fills etcd: with the quota known the database may grow
-	// to 3/4 of it; unknown, by a quarter of its size at the start (at
-	// least 16Mi). The operator's --etcd-quota (the chart's etcdQuota)
-	// applies when unset. Does not apply to engine StorageVersionMigration.
+	// that it never fills etcd: the database may grow to 3/4 of the quota.
+	// Not told, etcd's default 2Gi is assumed (a database already larger
+	// than 60% of it may grow by a quarter of its size), so a cluster that
+	// lowered its quota must tell it. The operator's --etcd-quota (the
+	// chart's etcdQuota) applies when unset. Does not apply to engine
+	// StorageVersionMigration.
 	// +optional
 	EtcdQuota *resource.Quantity `json:"etcdQuota,omitempty"`
 

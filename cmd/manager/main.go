@@ -76,7 +76,7 @@ func main() {
 		"The address Go's pprof endpoints (/debug/pprof) bind to, for profiling; empty or \"0\" disables them.")
 	flag.StringVar(&etcdQuota, "etcd-quota", "",
 		"etcd's space quota (its --quota-backend-bytes), such as 8Gi, for policies that set no spec.migration.etcdQuota: "+
-			"a migration then lets etcd's database grow to 3/4 of it. Empty: unknown (a quarter of the database's size per compaction).")
+			"a migration then lets etcd's database grow to 3/4 of it. Empty: not told, etcd's default 2Gi is assumed (a cluster that lowered its quota must tell it).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -34,6 +34,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -132,10 +133,17 @@ func run(count int, grace time.Duration) error {
 		return fmt.Errorf("start the webhook: %w", err)
 	}
 	defer webhook.Stop()
-	stopOperator, err := startOperator(ctx, cfg, scheme)
+	// The demo starts its own etcd, so it knows the quota and tells it, as
+	// every door that starts its own etcd does.
+	quota, err := store.Quota(ctx)
 	if err != nil {
 		return err
 	}
+	stopOperator, err := startOperator(ctx, cfg, scheme, quota)
+	if err != nil {
+		return err
+	}
+	say("   etcd's quota, as etcd reports it and told to the operator (--etcd-quota): %s", resource.NewQuantity(quota, resource.BinarySI))
 	defer stopOperator()
 
 	applyStage := func(n int, what string) error {
@@ -306,7 +314,7 @@ func createPizzas(ctx context.Context, c client.Client, count int) error {
 	return <-errs
 }
 
-func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (func(), error) {
+func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, etcdQuota int64) (func(), error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  controllers.CacheOptions(),
@@ -316,7 +324,7 @@ func startOperator(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2}); err != nil {
+	if err := controllers.Setup(mgr, controllers.Options{MaxConcurrentGraduations: 2, EtcdQuota: etcdQuota}); err != nil {
 		return nil, err
 	}
 	mgrCtx, cancel := context.WithCancel(ctx)

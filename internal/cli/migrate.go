@@ -63,6 +63,8 @@ type migrateSummary struct {
 	Failures         []migration.Failure `json:"failures,omitempty"`
 	Pruned           bool                `json:"pruned"`
 	StoredVersions   []string            `json:"storedVersions"`
+	// SpaceBudget is the run's etcd space budget and how it was set.
+	SpaceBudget string `json:"spaceBudget,omitempty"`
 	// Verified is the comparison of --verify, when asked for.
 	Verified *verifyResult `json:"verified,omitempty"`
 }
@@ -159,7 +161,7 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 			"pausing it briefly now and then), and takes the server's full speed when they barely write; full takes the "+
 			"server's full speed up to --concurrency, for maintenance windows, at other clients' expense.")
 	cmd.Flags().StringVar(&o.etcdQuota, "etcd-quota", "",
-		"etcd's space quota (its --quota-backend-bytes, such as 8Gi): the migration then lets the database grow to 3/4 of it between compactions; unknown by default.")
+		"etcd's space quota (its --quota-backend-bytes, such as 8Gi): the migration then lets the database grow to 3/4 of it between compactions. Not told, etcd's default 2Gi is assumed: tell it if your cluster lowered it.")
 	cmd.Flags().StringArrayVar(&o.acceptLoss, "accept-loss", nil,
 		"A field path (such as /status/conditions, /spec/items/*/name) the conversion may lose; the round-trip proof refuses any other loss. Repeatable.")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "Snapshot every object before the run and compare after it; do not prune when one differs.")
@@ -257,6 +259,14 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	}
 	progress := newProgressReporter(o.ErrOut, o.crdName, pickProgressMode(o.ErrOut, o.quiet, o.output == "json"))
 	policy := o.policy()
+	if policy.Spec.Migration.EtcdQuota == nil {
+		if quota, from := shownEtcdQuota(ctx, o.dyn); quota > 0 {
+			policy.Spec.Migration.EtcdQuota = resource.NewQuantity(quota, resource.BinarySI)
+			if !o.quiet {
+				_, _ = fmt.Fprintln(o.ErrOut, shownQuotaLine(quota, from))
+			}
+		}
+	}
 	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
 	d, err := o.driver(progress, graduation.ActionPreflight, graduation.ActionMigrate)
 	if err != nil {
@@ -279,6 +289,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		CRD: o.crdName, StorageVersion: storage, Complete: result.Complete,
 		Listed: result.Listed, Rewritten: result.Rewritten, Skipped: result.Skipped, Failed: result.Failed,
 		CaughtUp: result.CaughtUp, Failures: result.Failures, StoredVersions: o.crd.Status.StoredVersions,
+		SpaceBudget: result.SpaceBudgetReason,
 	}
 	if o.verify {
 		if summary.Verified, err = o.verifyAfter(ctx, before); err != nil {
@@ -374,9 +385,10 @@ func (o *MigrateOptions) driver(progress *progressReporter, actions ...graduatio
 			Client: o.client, Reader: o.client, Dynamic: o.dyn, Config: cfg, Discovery: disco,
 			Reviews: authz.SelfSubjectAccessReviews(),
 		},
-		Reporter:   quietReporter{},
-		Allows:     func(a graduation.Action) bool { return slices.Contains(actions, a) },
-		RewriteAll: o.force,
+		Reporter:         quietReporter{},
+		Allows:           func(a graduation.Action) bool { return slices.Contains(actions, a) },
+		RewriteAll:       o.force,
+		EtcdQuotaSetting: "--etcd-quota",
 		Engine: func(opts *migration.Options) {
 			opts.OnProgress, opts.OnObject = progress.update, progress.object
 		},

@@ -276,8 +276,8 @@ type progressReporter struct {
 	lastRate float64
 	// printed is the Done of the last line printed (progressLines).
 	printed int64
-	// sweeping is set once the catch-up sweep started; waiting while the
-	// run waits for etcd's compaction (progressLines).
+	// sweeping is set once the catch-up sweep started (progressLines);
+	// waiting while the run waits for etcd's compaction.
 	sweeping bool
 	waiting  bool
 	stop     chan struct{}
@@ -337,6 +337,7 @@ func (r *progressReporter) update(p migration.Progress) {
 	r.sample()
 	switch r.mode {
 	case progressBar:
+		r.printWait(p)
 		r.draw(false)
 	case progressLines:
 		r.printLines(p)
@@ -371,6 +372,16 @@ func (r *progressReporter) printLines(p migration.Progress) {
 		r.sweeping = true
 		_, _ = fmt.Fprintf(r.w, "%s: every listed object done; catch-up sweep of the objects written during the run started\n", r.name)
 	}
+}
+
+// printWait prints, above the bar, why the run waits for etcd's
+// compaction when a wait starts: the bar alone says only that it waits.
+// r.mu is held.
+func (r *progressReporter) printWait(p migration.Progress) {
+	if p.CompactionWait != "" && !r.waiting {
+		_, _ = fmt.Fprintf(r.w, "\r%s: %s\x1b[K\n", r.name, p.CompactionWait)
+	}
+	r.waiting = p.CompactionWait != ""
 }
 
 // draw redraws the bar; r.mu is held.

@@ -220,3 +220,21 @@ func TestLogsSayWhenTheRunWaitsForEtcdToCompactAndWhenItGoesOn(t *testing.T) {
 		t.Errorf("the bar does not say it waits: %q", bar)
 	}
 }
+
+func TestTheBarPrintsWhyTheRunWaitsOnceAboveIt(t *testing.T) {
+	var out strings.Builder
+	r := newProgressReporter(&out, "w", progressBar)
+	wait := "waiting for etcd's next compaction past resourceVersion 15117 since 2026-11-25T10:56:48Z: the run's writes not compacted yet " +
+		"reached its budget of 16Mi; etcd's database size is unknown and its quota not told: tell the quota with --etcd-quota to raise the budget"
+	for _, p := range []migration.Progress{
+		{Listed: 500, Rewritten: 500, Remaining: 500, Continue: "a", CompactionWait: wait, CompactionWaits: 1},
+		{Listed: 500, Rewritten: 500, Remaining: 500, Continue: "a", CompactionWait: wait, CompactionWaits: 1},
+		{Listed: 500, Rewritten: 500, Remaining: 500, Continue: "a", CompactionWaits: 1},
+	} {
+		r.update(p)
+	}
+	r.done(migration.Result{Progress: migration.Progress{Listed: 500, Rewritten: 500, Remaining: 500, Continue: "a"}})
+	if n := strings.Count(out.String(), "w: "+wait); n != 1 {
+		t.Errorf("the wait is printed %d times, want once:\n%q", n, out.String())
+	}
+}

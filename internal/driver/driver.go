@@ -70,6 +70,10 @@ const (
 	ReasonVersionsUnserved     = "VersionsUnserved"
 	ReasonManagedFieldsCleaned = "ManagedFieldsCleaned"
 	ReasonRecovered            = "Recovered"
+	// ReasonWaitingForCompaction: the migration's etcd space budget is
+	// spent and the run waits for etcd's next compaction (the first wait
+	// of a run; the status follows every wait).
+	ReasonWaitingForCompaction = "WaitingForCompaction"
 )
 
 // maxSteps bounds how many steps one Run takes in a row (preflight,
@@ -173,6 +177,10 @@ type Driver struct {
 	// RewriteAll rewrites every object once even when storedVersions holds
 	// only the storage version (graduation.Input.RewriteAll).
 	RewriteAll bool
+	// EtcdQuotaSetting names where a person tells this door etcd's quota
+	// (the CLI's --etcd-quota, say), quoted when a run waits for a
+	// compaction with the quota not told; the policy's field when empty.
+	EtcdQuotaSetting string
 	// Clock is the time source; a real clock when nil.
 	Clock clock.PassiveClock
 

@@ -81,7 +81,9 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	opts.OnProgress = func(p migration.Progress) {
 		count(p)
 		m.Progressed(crd.Name, p.Writers, p.Fraction())
+		waiting := r.CompactionWait
 		recordProgress(r, p)
+		d.waitStarted(g, p, waiting)
 		// Conditions follow the run as it goes: objects rejected so far
 		// show in Ready at once, not only when the run ends. A page went
 		// through, so a stall is over (Attempts 0): the run moves again.
@@ -130,20 +132,36 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 // migration settings, resuming from resume, with the door's additions.
 func (d *Driver) engineOptions(settings graduatorv1alpha1.MigrationSettings, resource schema.GroupVersionResource, resume migration.Progress) migration.Options {
 	opts := migration.Options{
-		Resource:    resource,
-		Config:      d.Config,
-		Concurrency: int(settings.Concurrency),
-		PageSize:    settings.PageSize,
-		QPS:         float32(settings.QPS),
-		WriteTo:     settings.WriteTo,
-		Priority:    migration.Priority(settings.Priority),
-		Resume:      resume,
-		EtcdQuota:   settings.EtcdQuotaBytes(d.EtcdQuota),
+		Resource:         resource,
+		Config:           d.Config,
+		Concurrency:      int(settings.Concurrency),
+		PageSize:         settings.PageSize,
+		QPS:              float32(settings.QPS),
+		WriteTo:          settings.WriteTo,
+		Priority:         migration.Priority(settings.Priority),
+		Resume:           resume,
+		EtcdQuota:        settings.EtcdQuotaBytes(d.EtcdQuota),
+		EtcdQuotaSetting: d.EtcdQuotaSetting,
+	}
+	if opts.EtcdQuotaSetting == "" {
+		opts.EtcdQuotaSetting = PolicyEtcdQuotaSetting
 	}
 	if d.Engine != nil {
 		d.Engine(&opts)
 	}
 	return opts
+}
+
+// PolicyEtcdQuotaSetting is where a policy tells etcd's quota.
+const PolicyEtcdQuotaSetting = "the policy's spec.migration.etcdQuota (the chart's etcdQuota, for every policy)"
+
+// waitStarted tells, with an Event, that the run's first wait for etcd's
+// compaction started: the status says it too, while it lasts.
+func (d *Driver) waitStarted(g *run, p migration.Progress, before string) {
+	if p.CompactionWait == "" || before != "" || p.CompactionWaits != 1 {
+		return
+	}
+	d.Reporter.Event(g.policy, g.crd, corev1.EventTypeNormal, ReasonWaitingForCompaction, "Migrate", p.CompactionWait)
 }
 
 // completed records the end of a run that reached the end of the listing.

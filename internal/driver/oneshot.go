@@ -64,5 +64,7 @@ func RunResult(status graduatorv1alpha1.CRDVersionPolicyStatus) migration.Result
 	if status.Migration == nil {
 		return migration.Result{}
 	}
-	return migration.Result{Progress: progressOf(status.Migration), Complete: status.Migration.CompletedAt != nil}
+	p := progressOf(status.Migration)
+	p.SpaceBudgetReason = status.Migration.SpaceBudget
+	return migration.Result{Progress: p, Complete: status.Migration.CompletedAt != nil}
 }

@@ -103,7 +103,9 @@ func (p *planner) migration(s Step, target string) (Step, bool) {
 				"migrating objects to %s: %d could not be rewritten so far%s; storedVersions will not be pruned until they are",
 				target, run.Failed, firstFailure(run)), true
 		}
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "migrating objects to %s", target), true
+		// A wait for etcd's compaction shows where people look, with the
+		// setting that would lift it when etcd's quota was not told.
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "migrating objects to %s%s", target, compactionWait(run)), true
 	}
 	if run.Failed > 0 {
 		msg := fmt.Sprintf("%d objects could not be rewritten as %s%s; storedVersions is not pruned",
@@ -221,4 +223,13 @@ func firstFailure(run *graduatorv1alpha1.MigrationStatus) string {
 		name = f.Namespace + "/" + f.Name
 	}
 	return fmt.Sprintf(" (first: %s: %s)", name, f.Reason)
+}
+
+// compactionWait is what a Ready message adds while the run waits for
+// etcd's compaction.
+func compactionWait(run *graduatorv1alpha1.MigrationStatus) string {
+	if run.CompactionWait == "" {
+		return ""
+	}
+	return ": " + run.CompactionWait
 }

@@ -634,6 +634,10 @@ var _ = Describe("StallOf: the reason a person reads when a step keeps failing",
 var _ = Describe("Plan after a failed step: the last error and the attempts are its input", func() {
 	c := crd([]string{"v1alpha1", "v1beta1"}, ver{name: "v1alpha1", flags: "s"}, ver{name: "v1beta1", flags: "sS"})
 	running := graduatorv1alpha1.MigrationStatus{StorageVersion: "v1beta1", CRDGeneration: 5, Listed: 100, Rewritten: 40, StartedAt: ago(time.Minute)}
+	waitingRun := running
+	waitingRun.CompactionWait = "waiting for etcd's next compaction past resourceVersion 5 since 2026-11-26T17:00:00Z: the run's writes " +
+		"not compacted yet reached its budget of 16Mi; etcd's database size is unknown and its quota not told: tell the quota with " +
+		"the policy's spec.migration.etcdQuota"
 	stalledReady := metav1.Condition{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: graduation.ReasonAPIUnavailable, Message: "Migrate failed (attempt 2): etcd leader changed; retrying in 10s"}
 	before := []metav1.Condition{
@@ -695,6 +699,11 @@ var _ = Describe("Plan after a failed step: the last error and the attempts are 
 		Entry("no attempts left to report: Ready is the plan's again",
 			policy("v1beta1", storedSince("v1beta1", time.Minute), run(running), with(replaced(before, stalledReady), 0)), nil,
 			want{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, conditions: before}),
+		Entry("a run that waits for etcd's compaction says so in Ready, with where to tell the quota",
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(waitingRun), with(before, 0)), nil,
+			want{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, conditions: replaced(before,
+				metav1.Condition{Type: graduatorv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: graduation.ReasonInProgress,
+					Message: "migrating objects to v1beta1: " + waitingRun.CompactionWait})}),
 		Entry("nothing left to do (paused) ends the retries",
 			policy("v1beta1", paused, storedSince("v1beta1", time.Minute), run(running), with(replaced(before, stalledReady), 3)), nil,
 			want{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseMigrating, conditions: []metav1.Condition{

@@ -234,7 +234,15 @@ func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
 // second (64 creators on four clients, a connection each): a million would
 // take an hour.
 func (b *bench) createMany(ctx context.Context, gvr schema.GroupVersionResource, n int) error {
+	return b.createManyLike(ctx, gvr, n, smallNotes)
+}
+
+// createManyLike is createMany of widgets whose spec.notes are notes.
+func (b *bench) createManyLike(ctx context.Context, gvr schema.GroupVersionResource, n int, notes string) error {
 	first := widget(gvr, 0)
+	if err := unstructured.SetNestedField(first.Object, notes, "spec", "notes"); err != nil {
+		return err
+	}
 	if _, err := b.dyn.Resource(gvr).Namespace("default").Create(ctx, first, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create widget %s: %w", first.GetName(), err)
 	}

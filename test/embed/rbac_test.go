@@ -18,8 +18,9 @@ package embed_test
 
 import (
 	"fmt"
-	eventsv1 "k8s.io/api/events/v1"
 	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"

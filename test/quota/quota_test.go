@@ -72,7 +72,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Complete).To(BeTrue())
 		Expect(res.Rewritten).To(BeEquivalentTo(p.n))
-		Expect(res.CompactionWaits).To(BeZero(), "3,000 objects of 300 B add about 3 MiB, under the 16 MiB minimum budget")
+		Expect(res.CompactionWaits).To(BeZero(), "3,000 objects of 300 B add about 3 MiB, under any budget")
 		Expect(res.DatabaseSize).To(BeNumerically(">", 0), "the size is read from the API server's /metrics")
 
 		// The same run without the budget, for the rate: the budget costs a
@@ -85,14 +85,16 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 	})
 
 	var big *population
-	It("migrates 16 KB objects filling 55% of the quota completely at the defaults: no alarm, the database under 90% of the quota", func(ctx SpecContext) {
+	It("migrates 16 KB objects filling 55% of the quota completely, told the quota: no alarm, the database under 90% of the quota", func(ctx SpecContext) {
 		big = newPopulation(ctx, "big", 16000)
 		big.growTo(ctx, quota*55/100, 250)
 		before, _ := etcdState(ctx)
 		GinkgoWriter.Printf("%d objects of 16 KB; etcd's database at %s (%.0f%% of the quota)\n", big.n, mib(before), 100*float64(before)/quota)
 		big.switchStorage(ctx, "v2")
 
-		res, peak, _, err := migrate(ctx, big, big.v2, migration.Options{})
+		// A quota below etcd's default must be told (the budget assumes
+		// 2 GiB otherwise), as the README says where the install is.
+		res, peak, _, err := migrate(ctx, big, big.v2, migration.Options{EtcdQuota: quota})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Complete).To(BeTrue())
 		Expect(res.Failed).To(BeZero())
@@ -103,16 +105,17 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		// Sharper, and true on a slow machine too (where a run without a
 		// budget can stay under 90% by being slower than the compactions):
 		// the database grows by about one budget, that of the rule.
-		budget := max(before/4, 16<<20) // the rule with the quota unknown, stated here again
+		budget := max(quota*3/4-before, quota/64) // the rule with the quota told, stated here again
 		Expect(peak-before).To(BeNumerically("<=", budget*3/2), "the database grew by %s; the rule's budget is %s", mib(peak-before), mib(budget))
 		Expect(res.CompactionWaits).To(BeNumerically(">", 0), "the budget paced the run")
+		Expect(res.SpaceBudgetReason).To(ContainSubstring("of its 192Mi quota"), "the budget is the told quota's")
 		Expect(big.storedAs(ctx)).To(Equal(map[string]int{big.group + "/v2": big.n}), "every object is stored as v2")
 	}, SpecTimeout(10*time.Minute))
 
 	It("stops at once at etcd's NOSPACE, with what to do, and loses nothing", func(ctx SpecContext) {
 		// A population the budget cannot save: it fills etcd to 93% of its
-		// quota, and the budget, which does not know the quota, lets the
-		// run add a quarter of the database.
+		// quota, and the budget, not told this quota below etcd's default,
+		// assumes 2 GiB.
 		filler := newPopulation(ctx, "filler", 16000)
 		filler.growTo(ctx, quota*93/100, 50)
 		DeferCleanup(func(ctx SpecContext) { restore(ctx) })
@@ -127,6 +130,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		Expect(first.IsZero()).To(BeFalse(), "etcd answered NOSPACE")
 		Expect(after).To(BeZero(), "no write is sent after etcd's first NOSPACE answer")
 		Expect(errors.As(err, &full)).To(BeTrue(), "%v", err)
+		Expect(res.SpaceBudgetReason).To(ContainSubstring("default 2Gi is assumed"), "a quota below the default, not told")
 		Expect(errclass.IsNoSpace(err)).To(BeTrue())
 		Expect(err.Error()).To(ContainSubstring("etcdctl defrag"))
 		Expect(err.Error()).To(ContainSubstring("etcdctl alarm disarm"))
