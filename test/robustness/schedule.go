@@ -61,8 +61,8 @@ const (
 // passes them.
 var Stages = []Stage{StagePreflight, StageProof, StageSettling, StageMainPass, StageSweep, StagePrune, StageRetire}
 
-// stageRank orders every stage; pending first, graduated last.
-func stageRank(s Stage) int {
+// StageRank orders every stage; pending first, graduated last.
+func StageRank(s Stage) int {
 	switch s {
 	case StagePending:
 		return 0
@@ -233,7 +233,7 @@ func Draw(seed uint64, size Size) Schedule {
 		s.Faults = append(s.Faults, drawFault(r, size))
 	}
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int {
-		if c := cmp.Compare(stageRank(a.Stage), stageRank(b.Stage)); c != 0 {
+		if c := cmp.Compare(StageRank(a.Stage), StageRank(b.Stage)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.AtHandled, b.AtHandled)

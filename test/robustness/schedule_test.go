@@ -34,7 +34,7 @@ func TestDrawIsReproducible(t *testing.T) {
 			t.Fatalf("seed %d: %d faults, want 1..%d", seed, len(a.Faults), size.MaxFaults)
 		}
 		for i := 1; i < len(a.Faults); i++ {
-			if stageRank(a.Faults[i].Stage) < stageRank(a.Faults[i-1].Stage) {
+			if StageRank(a.Faults[i].Stage) < StageRank(a.Faults[i-1].Stage) {
 				t.Fatalf("seed %d: faults out of stage order: %s", seed, a)
 			}
 		}
