@@ -390,18 +390,18 @@ type metFault struct {
 }
 
 type result struct {
-	schedule     robustness.Schedule
-	met          []metFault
-	faultToReady time.Duration
-	restarts     int
-	touched      int
+	schedule      robustness.Schedule
+	met           []metFault
+	faultToReady  time.Duration
+	restarts      int
+	touched       int
 	writes        int
 	cleanupWrites int
 	bound         int
-	phases       []graduatorv1alpha1.Phase
-	duration     time.Duration
-	passed       bool
-	failure      string
+	phases        []graduatorv1alpha1.Phase
+	duration      time.Duration
+	passed        bool
+	failure       string
 }
 
 var results []*result
