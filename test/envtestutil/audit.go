@@ -20,6 +20,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -78,36 +79,62 @@ type Write struct {
 // Writes returns the completed writes of resource (plural) in group,
 // subresources excluded, in log order.
 func (l *AuditLog) Writes(group, resource string) ([]Write, error) {
+	writes, _, err := l.WritesFrom(group, resource, 0)
+	return writes, err
+}
+
+// WritesFrom is Writes from byte offset on (0: the start), up to the last
+// complete line; it returns the offset after that line, from which the next
+// call goes on: a reader following the log as it grows reads each event
+// once.
+func (l *AuditLog) WritesFrom(group, resource string, offset int64) ([]Write, int64, error) {
 	f, err := os.Open(l.path)
 	if err != nil {
-		return nil, fmt.Errorf("open the audit log: %w", err)
+		return nil, offset, fmt.Errorf("open the audit log: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	var writes []Write
-	scanner := bufio.NewScanner(f)
-	scanner.Buffer(make([]byte, 1<<20), 1<<24)
-	for scanner.Scan() {
-		var ev auditv1.Event
-		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("decode an audit event: %w", err)
-		}
-		ref := ev.ObjectRef
-		if ev.Stage != auditv1.StageResponseComplete || ref == nil || ref.APIGroup != group || ref.Resource != resource ||
-			ref.Subresource != "" {
-			continue
-		}
-		w := Write{
-			User: ev.User.Username, Namespace: ref.Namespace, Name: ref.Name, Resource: ref.Resource, Verb: ev.Verb,
-			DryRun:   strings.Contains(ev.RequestURI, "dryRun="),
-			Received: ev.RequestReceivedTimestamp.Time, Completed: ev.StageTimestamp.Time,
-		}
-		if ev.ResponseStatus != nil {
-			w.Code = ev.ResponseStatus.Code
-		}
-		if w.Code == 0 {
-			w.Code = http.StatusOK
-		}
-		writes = append(writes, w)
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset, fmt.Errorf("seek in the audit log: %w", err)
 	}
-	return writes, scanner.Err()
+	var writes []Write
+	reader := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := reader.ReadBytes('\n')
+		if err == io.EOF {
+			return writes, offset, nil // a partial last line is read next time
+		}
+		if err != nil {
+			return nil, offset, fmt.Errorf("read the audit log: %w", err)
+		}
+		offset += int64(len(line))
+		var ev auditv1.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return nil, offset, fmt.Errorf("decode an audit event: %w", err)
+		}
+		if w, ok := writeOf(&ev, group, resource); ok {
+			writes = append(writes, w)
+		}
+	}
+}
+
+// writeOf is the Write an event tells, when it is a completed write of
+// resource in group (subresources excluded).
+func writeOf(ev *auditv1.Event, group, resource string) (Write, bool) {
+	ref := ev.ObjectRef
+	if ev.Stage != auditv1.StageResponseComplete || ref == nil || ref.APIGroup != group || ref.Resource != resource ||
+		ref.Subresource != "" {
+		return Write{}, false
+	}
+	w := Write{
+		User: ev.User.Username, Namespace: ref.Namespace, Name: ref.Name, Resource: ref.Resource, Verb: ev.Verb,
+		DryRun:   strings.Contains(ev.RequestURI, "dryRun="),
+		Received: ev.RequestReceivedTimestamp.Time, Completed: ev.StageTimestamp.Time,
+	}
+	if ev.ResponseStatus != nil {
+		w.Code = ev.ResponseStatus.Code
+	}
+	if w.Code == 0 {
+		w.Code = http.StatusOK
+	}
+	return w, true
 }

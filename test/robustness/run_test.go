@@ -79,13 +79,15 @@ func runSeed(ctx context.Context, seed uint64) {
 	guard := startStorageGuard(runCtx)
 	policy := startPolicyWatch(runCtx)
 	start := time.Now()
+	_, auditOffset, err := audit.WritesFrom(pizzaGroup, "pizzas", 0)
+	Expect(err).NotTo(HaveOccurred())
 
 	By("a concurrent client creating, updating and deleting pizzas throughout")
 	c := startClient(runCtx, seed, s.ClientEvery)
 
 	By("the manager process, and the policy")
 	mgr := startManager()
-	stages := startStageTracker(runCtx, mgr.LogPath(), policy)
+	stages := startStageTracker(mgr.LogPath(), auditOffset, policy)
 	createPolicy(ctx, s)
 
 	By("the faults: " + s.String())
@@ -139,8 +141,8 @@ func runSeed(ctx context.Context, seed uint64) {
 	// objects created at v1alpha1 (each at most once): it is counted apart.
 	cleanupAt := stages.cleanupStarted()
 	Expect(cleanupAt).NotTo(BeZero(), "the managedFields cleanup started")
-	res.writes = managerWrites(start, cleanupAt)
-	res.cleanupWrites = managerWrites(cleanupAt, time.Now())
+	res.writes = managerWrites(auditOffset, start, cleanupAt)
+	res.cleanupWrites = managerWrites(auditOffset, cleanupAt, time.Now())
 	res.bound = robustness.StormBound(size.Objects, res.touched)
 	Expect(res.writes).To(BeNumerically("<=", res.bound),
 		"the migration wrote %d pizzas; the bound is 1.2 x %d + %d touched by the client", res.writes, size.Objects, res.touched)
@@ -334,10 +336,10 @@ func expectStoredWithin(ctx context.Context) {
 }
 
 // managerWrites counts the manager's object writes (PATCH or PUT of
-// pizzas, not dry runs, answered 2xx) the audit log records received in
-// [from, to).
-func managerWrites(from, to time.Time) int {
-	writes, err := audit.Writes(pizzaGroup, "pizzas")
+// pizzas, not dry runs, answered 2xx) the audit log records, from byte
+// offset on, received in [from, to).
+func managerWrites(offset int64, from, to time.Time) int {
+	writes, _, err := audit.WritesFrom(pizzaGroup, "pizzas", offset)
 	Expect(err).NotTo(HaveOccurred())
 	n := 0
 	for _, w := range writes {

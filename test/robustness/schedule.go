@@ -30,6 +30,7 @@ import (
 	"time"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/driver"
 )
 
 // Stage is a moment of a graduation a fault can meet.
@@ -37,14 +38,15 @@ type Stage string
 
 const (
 	StagePending Stage = "pending"
-	// StagePreflight is the Preflight step before the storage switch: a
-	// sample read at the target version and dry-run writes, then the
-	// round-trip proof through the conversion webhook.
+	// StagePreflight is the start of the Preflight step before the storage
+	// switch: a sample read at the target version and its dry-run writes.
 	StagePreflight Stage = "preflight"
-	// StageProof is the Preflight step after the switch, before the first
-	// write: the sample again and the round-trip proof by dry run.
+	// StageProof is the rest of that step, once the sample's dry-run writes
+	// are done: the round-trip proof through the conversion webhook.
 	StageProof Stage = "proof"
-	// StageSettling is the storage switch and the settle delay after it.
+	// StageSettling is the storage switch, the settle delay after it, and
+	// the checks before the first write (the sample and the proof again, by
+	// dry run, now that the CRD stores the target).
 	StageSettling Stage = "switch settling"
 	// StageMainPass is the engine's pass over every object.
 	StageMainPass Stage = "main pass"
@@ -73,15 +75,19 @@ func StageRank(s Stage) int {
 }
 
 // StageOf tells the stage from the last step the operator logged as started
-// ("step started", step=...), whether it switched the storage before, and
-// the policy's status (nil: not read yet).
-func StageOf(lastStep string, switched bool, status *graduatorv1alpha1.CRDVersionPolicyStatus) Stage {
+// ("step started", step=...), whether it switched the storage before, the
+// dry-run writes of objects the API server received from it since that step
+// started, and the policy's status (nil: not read yet).
+func StageOf(lastStep string, switched bool, dryRuns int, status *graduatorv1alpha1.CRDVersionPolicyStatus) Stage {
 	if status != nil && status.Phase == graduatorv1alpha1.PhaseGraduated {
 		return StageGraduated
 	}
 	switch lastStep {
 	case "Preflight":
-		if switched {
+		switch {
+		case switched:
+			return StageSettling
+		case dryRuns >= driver.PreflightSample:
 			return StageProof
 		}
 		return StagePreflight
@@ -246,7 +252,7 @@ func drawFault(r *rand.Rand, size Size) Fault {
 	if f.Stage == StageMainPass {
 		f.AtHandled = int64(r.IntN(max(size.Objects*9/10, 1)))
 	} else {
-		f.After = between(r, 0, 300*time.Millisecond, 10*time.Millisecond)
+		f.After = between(r, 0, 100*time.Millisecond, 10*time.Millisecond)
 	}
 	switch f.Kind {
 	case KillManager:

@@ -72,23 +72,25 @@ func TestStageOf(t *testing.T) {
 		name     string
 		step     string
 		switched bool
+		dryRuns  int
 		status   *graduatorv1alpha1.CRDVersionPolicyStatus
 		want     Stage
 	}{
-		{"nothing yet", "", false, nil, StagePending},
-		{"preflight before the switch", "Preflight", false, nil, StagePreflight},
-		{"preflight after the switch: the proof before the first write", "Preflight", true, nil, StageProof},
-		{"the switch and its settle delay", "SwitchStorage", true, nil, StageSettling},
-		{"the main pass", "Migrate", true, mainPass, StageMainPass},
-		{"the main pass, status not read yet", "Migrate", true, nil, StageMainPass},
-		{"the sweep", "Migrate", true, catchUp, StageSweep},
-		{"prune", "Prune", true, mainPass, StagePrune},
-		{"deprecate", "Deprecate", true, mainPass, StageRetire},
-		{"unserve", "Unserve", true, mainPass, StageRetire},
-		{"graduated wins over the last step", "Unserve", true, graduated, StageGraduated},
+		{"nothing yet", "", false, 0, nil, StagePending},
+		{"preflight before the switch: the sample", "Preflight", false, 4, nil, StagePreflight},
+		{"preflight before the switch, the sample's dry runs done: the proof", "Preflight", false, 5, nil, StageProof},
+		{"the switch and its settle delay", "SwitchStorage", true, 0, nil, StageSettling},
+		{"the checks before the first write", "Preflight", true, 30, nil, StageSettling},
+		{"the main pass", "Migrate", true, 0, mainPass, StageMainPass},
+		{"the main pass, status not read yet", "Migrate", true, 0, nil, StageMainPass},
+		{"the sweep", "Migrate", true, 0, catchUp, StageSweep},
+		{"prune", "Prune", true, 0, mainPass, StagePrune},
+		{"deprecate", "Deprecate", true, 0, mainPass, StageRetire},
+		{"unserve", "Unserve", true, 0, mainPass, StageRetire},
+		{"graduated wins over the last step", "Unserve", true, 0, graduated, StageGraduated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := StageOf(tc.step, tc.switched, tc.status); got != tc.want {
+			if got := StageOf(tc.step, tc.switched, tc.dryRuns, tc.status); got != tc.want {
 				t.Errorf("StageOf(%q, %t) = %q, want %q", tc.step, tc.switched, got, tc.want)
 			}
 		})

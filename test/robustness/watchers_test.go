@@ -169,31 +169,51 @@ func (w *policyWatch) wait() { <-w.done }
 // The stage of the run.
 
 // stageTracker tells the run's stage from the manager's log (its "step
-// started" lines, JSON) and the policy's status, reading the log as it
-// grows.
+// started" lines, JSON), the manager's dry-run writes in the API server's
+// audit log, and the policy's status, reading both logs as they grow.
 type stageTracker struct {
 	path   string
 	policy *policyWatch
 
-	mu       sync.Mutex
-	offset   int64
-	partial  []byte
-	lastStep string
-	switched bool
+	mu          sync.Mutex
+	offset      int64
+	auditOffset int64
+	partial     []byte
+	lastStep    string
+	stepStart   time.Time
+	switched    bool
+	dryRuns     int
 	// cleanupAt is when the first managedFields cleanup started (zero:
 	// not yet).
 	cleanupAt time.Time
 }
 
-func startStageTracker(_ context.Context, path string, policy *policyWatch) *stageTracker {
-	return &stageTracker{path: path, policy: policy}
+// startStageTracker follows the manager's log at path, and the audit log
+// from auditOffset.
+func startStageTracker(path string, auditOffset int64, policy *policyWatch) *stageTracker {
+	return &stageTracker{path: path, policy: policy, auditOffset: auditOffset}
 }
 
 func (t *stageTracker) current() robustness.Stage {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.readNew()
-	return robustness.StageOf(t.lastStep, t.switched, t.policy.status())
+	t.readAudit()
+	return robustness.StageOf(t.lastStep, t.switched, t.dryRuns, t.policy.status())
+}
+
+// readAudit counts the manager's dry-run writes since the last step started.
+func (t *stageTracker) readAudit() {
+	writes, offset, err := audit.WritesFrom(pizzaGroup, "pizzas", t.auditOffset)
+	if err != nil {
+		return
+	}
+	t.auditOffset = offset
+	for _, w := range writes {
+		if w.User == managerUser && w.DryRun && !w.Received.Before(t.stepStart) {
+			t.dryRuns++
+		}
+	}
 }
 
 // readNew reads the lines the manager wrote since the last call.
@@ -230,7 +250,7 @@ func (t *stageTracker) readNew() {
 		if json.Unmarshal(line, &entry) != nil || entry.Msg != "step started" {
 			continue
 		}
-		t.lastStep = entry.Step
+		t.lastStep, t.stepStart, t.dryRuns = entry.Step, logTime(entry.TS), 0
 		t.switched = t.switched || entry.Step == "SwitchStorage"
 		if entry.Step == "CleanupManagedFields" && t.cleanupAt.IsZero() {
 			t.cleanupAt = logTime(entry.TS)
