@@ -513,7 +513,7 @@ func writeSummary(report Report) {
 }
 
 const (
-	tableBegin = "<!-- BEGIN ROBUSTNESS TABLE (written by `make test-robustness ROBUSTNESS_RECORD=1`) -->"
+	tableBegin = "<!-- BEGIN ROBUSTNESS TABLE (written by `make test-robustness RECORD=1`) -->"
 	tableEnd   = "<!-- END ROBUSTNESS TABLE -->"
 )
 

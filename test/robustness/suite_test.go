@@ -81,7 +81,7 @@ func sizeFromEnv() robustness.Size {
 }
 
 // defaultSeeds run in `make test` (the Makefile's ROBUSTNESS_CI_SEEDS).
-const defaultSeeds = "1,2"
+const defaultSeeds = "1,2,3"
 
 // seedsFromEnv: ROBUSTNESS_SEED replays seeds (a comma-separated list);
 // ROBUSTNESS_RUNS=n runs seeds FIRST..FIRST+n-1 (ROBUSTNESS_FIRST_SEED, 1
