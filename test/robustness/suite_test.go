@@ -48,6 +48,9 @@ const managerUser = "graduator-robustness-manager"
 var (
 	size  = sizeFromEnv()
 	seeds = seedsFromEnv()
+	// pinnedSpecs: the specs that pin a finding run unless seeds are
+	// replayed.
+	pinnedSpecs = os.Getenv("ROBUSTNESS_SEED") == "" && os.Getenv("ROBUSTNESS_RUNS") == ""
 
 	testEnv   *envtest.Environment
 	k8sClient client.Client
