@@ -110,14 +110,14 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	By("the faults: " + s.String())
 	var lastEnd time.Time
 	for _, f := range s.Faults {
-		met := waitFor(ctx, stages, policy, f, s.ReadyBound()+5*time.Minute)
+		met := waitFor(ctx, stages, policy, guard, f, s.ReadyBound()+5*time.Minute)
 		fmt.Fprintf(GinkgoWriter, "%s: %s met %s\n", time.Now().Format("15:04:05.000"), f, met)
 		res.met = append(res.met, metFault{kind: f.Kind, aimed: f.Stage, met: met})
 		lastEnd = inject(ctx, f, mgr)
 	}
 
 	By(fmt.Sprintf("invariant 4: Ready within %s of the last fault", s.ReadyBound()))
-	readyAt := waitReady(ctx, policy, s.ReadyBound())
+	readyAt := waitReady(ctx, policy, guard, s.ReadyBound())
 	res.faultToReady = readyAt.Sub(lastEnd)
 	// A graduated policy that a stale plan sends back does so within a
 	// second or two; the client keeps writing meanwhile.
@@ -238,23 +238,43 @@ func createPolicy(ctx context.Context, s robustness.Schedule) {
 // waitFor waits until the run reaches the fault's stage (and, in the main
 // pass, its count of handled objects), or passes it, then the fault's
 // delay; it returns the stage the fault meets.
-func waitFor(ctx context.Context, stages *stageTracker, policy *policyWatch, f robustness.Fault, timeout time.Duration) robustness.Stage {
+func waitFor(ctx context.Context, stages *stageTracker, policy *policyWatch, guard *storageGuard, f robustness.Fault,
+	timeout time.Duration) robustness.Stage {
 	aimed := robustness.StageRank(f.Stage)
-	Eventually(ctx, func() bool {
-		now := stages.current()
-		rank := robustness.StageRank(now)
-		if now == f.Stage && f.Stage == robustness.StageMainPass {
-			return policy.handled() >= f.AtHandled
+	Eventually(ctx, func() (bool, error) {
+		if err := violated(guard, policy); err != nil {
+			return false, err
 		}
-		return rank >= aimed
+		now := stages.current()
+		if now == f.Stage && f.Stage == robustness.StageMainPass {
+			return policy.handled() >= f.AtHandled, nil
+		}
+		return robustness.StageRank(now) >= aimed, nil
 	}).WithTimeout(timeout).WithPolling(10*time.Millisecond).Should(BeTrue(), "the run reaches %s", f.Stage)
 	time.Sleep(f.After)
 	return stages.current()
 }
 
-// waitReady waits until the policy is Ready and returns when.
-func waitReady(ctx context.Context, policy *policyWatch, timeout time.Duration) time.Time {
-	Eventually(ctx, policy.ready).WithTimeout(timeout).WithPolling(100*time.Millisecond).Should(BeTrue(),
+// violated stops an Eventually at the first violation of invariant 2 or 3.
+func violated(guard *storageGuard, policy *policyWatch) error {
+	if found := guard.violations(); len(found) > 0 {
+		return StopTrying("invariant 2: storedVersions dropped a version etcd still held").Attach("violations", found)
+	}
+	if back, upTo := robustness.PhaseWentBack(policy.phaseLog()); back != "" {
+		return StopTrying(fmt.Sprintf("invariant 3: the policy went back to %s: %v", back, upTo))
+	}
+	return nil
+}
+
+// waitReady waits until the policy is Ready and returns when; a violation
+// of invariant 2 or 3 seen meanwhile ends the wait at once.
+func waitReady(ctx context.Context, policy *policyWatch, guard *storageGuard, timeout time.Duration) time.Time {
+	Eventually(ctx, func() (bool, error) {
+		if err := violated(guard, policy); err != nil {
+			return false, err
+		}
+		return policy.ready(), nil
+	}).WithTimeout(timeout).WithPolling(100*time.Millisecond).Should(BeTrue(),
 		"policy %s is Ready within %s of the last fault", pizzaCRD, timeout)
 	return time.Now()
 }
