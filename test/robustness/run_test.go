@@ -201,6 +201,8 @@ func startManager() *envtestutil.ManagerProcess {
 		return []string{
 			"--kubeconfig", managerKubeconfig, "--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
 			"--leader-elect", "--leader-election-namespace", "default",
+			// The stage tracker reads when each step started.
+			"--zap-time-encoding", "rfc3339nano",
 		}, []string{metrics, probes}
 	})
 	Expect(err).NotTo(HaveOccurred())
