@@ -64,9 +64,9 @@ var _ = Describe("Random fault schedules", func() {
 			Skip("replaying seeds (ROBUSTNESS_SEED or ROBUSTNESS_RUNS): the pinned finding runs in the default set")
 		}
 		s := robustness.Draw(9, size)
-		s.PageSize, s.Concurrency, s.QPS, s.ClientEvery = 25, 4, 50, time.Second
+		s.PageSize, s.Concurrency, s.QPS, s.ClientEvery = 25, 4, 20, time.Second
 		s.Faults = []robustness.Fault{{Kind: robustness.DenyUpdates, Stage: robustness.StageMainPass,
-			AtHandled: int64(size.Objects * 2 / 3), Duration: 6 * time.Second}}
+			AtHandled: int64(size.Objects / 2), Duration: 8 * time.Second}}
 		res := runSchedule(ctx, s)
 		Expect(res.met).To(HaveLen(1))
 		Expect(res.met[0].met).To(Equal(robustness.StageMainPass), "the denial met the main pass")
@@ -351,6 +351,16 @@ func denyUpdates(ctx context.Context, hold time.Duration) {
 	DeferCleanup(remove)
 	Expect(k8sClient.Create(ctx, vap)).To(Succeed())
 	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+	// The API server takes a moment to enforce it: the hold starts then.
+	Eventually(ctx, func() error {
+		list, err := dyn.Resource(pizzaenv.Resource(newVersion)).Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil || len(list.Items) == 0 {
+			return fmt.Errorf("no pizza to probe with: %v", err)
+		}
+		_, err = dyn.Resource(pizzaenv.Resource(newVersion)).Namespace("default").Patch(ctx, list.Items[0].GetName(),
+			types.MergePatchType, []byte(`{"metadata":{"annotations":{"probe":"x"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(MatchError(ContainSubstring("robustness: updates denied")))
 	time.Sleep(hold)
 	remove(ctx)
 }
