@@ -17,11 +17,13 @@ limitations under the License.
 package robustness_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -510,6 +512,8 @@ func writeSummary(report Report) {
 	if len(results) == 0 {
 		return
 	}
+	// Ginkgo shuffles the specs' order.
+	slices.SortStableFunc(results, func(a, b *result) int { return cmp.Compare(a.schedule.Seed, b.schedule.Seed) })
 	fmt.Println()
 	passed := 0
 	for _, r := range results {
