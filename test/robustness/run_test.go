@@ -362,7 +362,7 @@ func denyUpdates(ctx context.Context, hold time.Duration) {
 		_, err = dyn.Resource(pizzaenv.Resource(newVersion)).Namespace("default").Patch(ctx, list.Items[0].GetName(),
 			types.MergePatchType, []byte(`{"metadata":{"annotations":{"probe":"x"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
-	}).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).Should(MatchError(ContainSubstring("robustness: updates denied")))
+	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(MatchError(ContainSubstring("robustness: updates denied")))
 	time.Sleep(hold)
 	remove(ctx)
 }
