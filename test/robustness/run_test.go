@@ -476,11 +476,20 @@ func record(s robustness.Schedule) *result {
 	return r
 }
 
+// firstLine is the gist of a failure message: its first two lines that say
+// something (a StopTrying's first line only says that it stopped).
 func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
+	var kept []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "Told to stop trying") {
+			continue
+		}
+		if kept = append(kept, l); len(kept) == 2 {
+			break
+		}
 	}
-	return s
+	return strings.Join(kept, " / ")
 }
 
 func (r *result) line() string {

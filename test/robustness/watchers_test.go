@@ -88,7 +88,9 @@ func (g *storageGuard) check(crd *unstructured.Unstructured) {
 func (g *storageGuard) add(s string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.found = append(g.found, s)
+	if !slices.Contains(g.found, s) { // a relist shows the same state again
+		g.found = append(g.found, s)
+	}
 }
 
 func (g *storageGuard) violations() []string {
