@@ -92,8 +92,11 @@ large-files: ## Fail when git tracks a file over 1 MiB (a built binary committed
 	hack/check-large-files.sh
 
 .PHONY: test
-test: large-files envtest-assets fuzz helm image test-examples ## No tracked file over 1 MiB, unit tests, short fuzz runs, the chart and image checks, the envtest suites against a real kube-apiserver, and the examples.
-	HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
+test: large-files envtest-assets fuzz helm image test-examples ## No tracked file over 1 MiB, unit tests, short fuzz runs, the chart and image checks, the envtest suites against a real kube-apiserver (with a few robustness seeds), and the examples.
+	ROBUSTNESS_SEEDS="$(ROBUSTNESS_CI_SEEDS)" HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
+
+# The robustness seeds `make test` runs (small size, about 20 s each).
+ROBUSTNESS_CI_SEEDS ?= 1,2,3
 
 # examples/ is a module of its own (users copy it), so ./... of the root
 # module does not reach it. Its rehearsal takes about 15 s.
@@ -104,6 +107,10 @@ test-examples: envtest-assets ## The examples/ module: vet, and its upgrade rehe
 .PHONY: test-faults
 test-faults: envtest-assets ## The fault suite at full size (SIGKILLs, webhook and API server outages, admission denial, pause); records docs/reliability.md.
 	FAULTS_SIZE=full $(GO) test ./test/faults/ -count=1 -timeout 60m -v -ginkgo.v
+
+.PHONY: test-robustness
+test-robustness: envtest-assets ## Random fault schedules checked against the invariants: SEED=7 (or 7,9) replays seeds, RUNS=50 runs seeds 1..50; SIZE=small|full; RECORD=1 writes the table of docs/reliability.md.
+	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
 .PHONY: test-quota
 test-quota: envtest-assets ## The etcd space suite (about 11 minutes): a 192 MiB etcd compacting every 30 s; 16 KB objects at 55% of the quota migrate, told the quota, under 90% of it, 300 B objects never wait, NOSPACE stops a run and loses nothing.

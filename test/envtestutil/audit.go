@@ -20,6 +20,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -99,7 +100,16 @@ type Write struct {
 // Writes returns the completed writes of resource (plural) in group,
 // subresources excluded, in log order.
 func (l *AuditLog) Writes(group, resource string) ([]Write, error) {
-	return l.writes(func(ev *auditv1.Event) bool {
+	writes, _, err := l.WritesFrom(group, resource, 0)
+	return writes, err
+}
+
+// WritesFrom is Writes from byte offset on (0: the start), up to the last
+// complete line; it returns the offset after that line, from which the next
+// call goes on: a reader following the log as it grows reads each event
+// once.
+func (l *AuditLog) WritesFrom(group, resource string, offset int64) ([]Write, int64, error) {
+	return l.writesFrom(offset, func(ev *auditv1.Event) bool {
 		ref := ev.ObjectRef
 		return ref != nil && ref.APIGroup == group && ref.Resource == resource && ref.Subresource == ""
 	})
@@ -109,41 +119,56 @@ func (l *AuditLog) Writes(group, resource string) ([]Write, error) {
 // subresource, in log order (EnableWriteAuditLog logs creates and deletes
 // too; EnableAuditLog only patches and updates).
 func (l *AuditLog) WritesBy(user string) ([]Write, error) {
-	return l.writes(func(ev *auditv1.Event) bool { return ev.User.Username == user })
+	writes, _, err := l.writesFrom(0, func(ev *auditv1.Event) bool { return ev.User.Username == user })
+	return writes, err
 }
 
-// writes returns the completed writes the log holds that keep selects.
-func (l *AuditLog) writes(keep func(*auditv1.Event) bool) ([]Write, error) {
+// writesFrom returns the completed writes that keep selects, from byte
+// offset on, and the offset after the last complete line.
+func (l *AuditLog) writesFrom(offset int64, keep func(*auditv1.Event) bool) ([]Write, int64, error) {
 	f, err := os.Open(l.path)
 	if err != nil {
-		return nil, fmt.Errorf("open the audit log: %w", err)
+		return nil, offset, fmt.Errorf("open the audit log: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	var writes []Write
-	scanner := bufio.NewScanner(f)
-	scanner.Buffer(make([]byte, 1<<20), 1<<24)
-	for scanner.Scan() {
-		var ev auditv1.Event
-		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
-			return nil, fmt.Errorf("decode an audit event: %w", err)
-		}
-		if ev.Stage != auditv1.StageResponseComplete || !keep(&ev) {
-			continue
-		}
-		w := Write{User: ev.User.Username, Verb: ev.Verb,
-			DryRun:   strings.Contains(ev.RequestURI, "dryRun="),
-			Received: ev.RequestReceivedTimestamp.Time, Completed: ev.StageTimestamp.Time,
-		}
-		if ref := ev.ObjectRef; ref != nil {
-			w.Namespace, w.Name, w.Resource = ref.Namespace, ref.Name, ref.Resource
-		}
-		if ev.ResponseStatus != nil {
-			w.Code = ev.ResponseStatus.Code
-		}
-		if w.Code == 0 {
-			w.Code = http.StatusOK
-		}
-		writes = append(writes, w)
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset, fmt.Errorf("seek in the audit log: %w", err)
 	}
-	return writes, scanner.Err()
+	var writes []Write
+	reader := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := reader.ReadBytes('\n')
+		if err == io.EOF {
+			return writes, offset, nil // a partial last line is read next time
+		}
+		if err != nil {
+			return nil, offset, fmt.Errorf("read the audit log: %w", err)
+		}
+		offset += int64(len(line))
+		var ev auditv1.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return nil, offset, fmt.Errorf("decode an audit event: %w", err)
+		}
+		if ev.Stage == auditv1.StageResponseComplete && keep(&ev) {
+			writes = append(writes, writeOf(&ev))
+		}
+	}
+}
+
+// writeOf is the Write a completed write event tells.
+func writeOf(ev *auditv1.Event) Write {
+	w := Write{User: ev.User.Username, Verb: ev.Verb,
+		DryRun:   strings.Contains(ev.RequestURI, "dryRun="),
+		Received: ev.RequestReceivedTimestamp.Time, Completed: ev.StageTimestamp.Time,
+	}
+	if ref := ev.ObjectRef; ref != nil {
+		w.Namespace, w.Name, w.Resource = ref.Namespace, ref.Name, ref.Resource
+	}
+	if ev.ResponseStatus != nil {
+		w.Code = ev.ResponseStatus.Code
+	}
+	if w.Code == 0 {
+		w.Code = http.StatusOK
+	}
+	return w
 }

@@ -21,9 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -31,12 +29,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"github.com/onsi/gomega/gexec"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -45,7 +41,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -90,117 +85,42 @@ func sizeFromEnv() sizing {
 // The manager process.
 
 // managerProc runs cmd/manager as a real process with leader election, the
-// way a Deployment does: when supervised, a manager that exits on its own
-// (leader election lost, say) is started again, as the kubelet would.
+// way a Deployment does (envtestutil.ManagerProcess): a manager that exits on
+// its own (leader election lost, say) is started again, as the kubelet would.
 type managerProc struct {
-	name    string
-	logPath string
-
-	mu       sync.Mutex
-	session  *gexec.Session
-	expected bool // the current session is being killed or stopped by us
-	stopped  bool
-	starts   int
-	crashes  int
-	logFile  *os.File
+	*envtestutil.ManagerProcess
 }
 
 // startManager starts a supervised manager for the current spec and stops it
-// (SIGTERM, then SIGKILL) when the spec ends, whatever the outcome.
+// (SIGTERM, then SIGKILL after 30 s) when the spec ends, whatever the outcome.
 func startManager(name string) *managerProc {
 	logPath := filepath.Join(GinkgoT().TempDir(), "manager.log")
-	f, err := os.Create(logPath)
+	p, err := envtestutil.NewManagerProcess("manager "+name, managerBinary, logPath, func() ([]string, []string) {
+		metrics, probes := freeLocalAddr(), freeLocalAddr()
+		return []string{
+			"--kubeconfig", managerKubeconfig, "--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
+			"--leader-elect", "--leader-election-namespace", "default",
+		}, []string{metrics, probes}
+	})
 	Expect(err).NotTo(HaveOccurred())
-	m := &managerProc{name: name, logPath: logPath, logFile: f}
 	DeferCleanup(func() {
-		m.stop()
-		_ = f.Close()
+		p.Stop(30 * time.Second)
 		if CurrentSpecReport().Failed() {
-			AddReportEntry("manager log (last 60 lines)", tail(logPath, 60))
+			AddReportEntry("manager log (last 60 lines)", envtestutil.Tail(logPath, 60))
 		}
 	})
-	m.start()
-	return m
+	Expect(p.Start()).To(Succeed())
+	return &managerProc{p}
 }
 
-func (m *managerProc) start() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ExpectWithOffset(1, m.startLocked()).To(Succeed())
-}
-
-func (m *managerProc) startLocked() error {
-	cmd := exec.Command(managerBinary,
-		"--kubeconfig", managerKubeconfig,
-		"--metrics-bind-address", freeLocalAddr(),
-		"--health-probe-bind-address", freeLocalAddr(),
-		"--leader-elect",
-		"--leader-election-namespace", "default",
-	)
-	m.starts++
-	_, _ = fmt.Fprintf(m.logFile, "---- manager %s: start #%d at %s\n", m.name, m.starts, time.Now().Format(time.RFC3339Nano))
-	session, err := gexec.Start(cmd, m.logFile, m.logFile)
-	if err != nil {
-		return err
-	}
-	m.session, m.expected = session, false
-	go m.watch(session)
-	return nil
-}
-
-// watch restarts the manager when it exits on its own, at most 30 times.
-func (m *managerProc) watch(s *gexec.Session) {
-	<-s.Exited
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.session != s || m.expected || m.stopped || m.crashes >= 30 {
-		return
-	}
-	m.crashes++
-	_, _ = fmt.Fprintf(m.logFile, "---- manager %s exited on its own with code %d; restarting it\n", m.name, s.ExitCode())
-	time.Sleep(time.Second) // the kubelet's restart delay, roughly
-	if !m.stopped {
-		if err := m.startLocked(); err != nil {
-			_, _ = fmt.Fprintf(m.logFile, "---- cannot restart the manager: %v\n", err)
-		}
-	}
-}
+func (m *managerProc) start() { ExpectWithOffset(1, m.Start()).To(Succeed()) }
 
 // kill sends SIGKILL and waits until the process is gone.
-func (m *managerProc) kill() {
-	m.mu.Lock()
-	s := m.session
-	m.expected = true
-	m.mu.Unlock()
-	s.Signal(syscall.SIGKILL)
-	Eventually(s).WithTimeout(10 * time.Second).Should(gexec.Exit())
-}
+func (m *managerProc) kill() { ExpectWithOffset(1, m.Kill()).To(Succeed()) }
 
 // restarts is how many times the supervisor restarted a manager that exited
 // on its own.
-func (m *managerProc) restarts() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.crashes
-}
-
-// stop stops the manager the way Kubernetes does: SIGTERM, SIGKILL after 30 s.
-func (m *managerProc) stop() {
-	m.mu.Lock()
-	m.stopped, m.expected = true, true
-	s := m.session
-	m.mu.Unlock()
-	if s == nil || s.ExitCode() != -1 {
-		return
-	}
-	s.Signal(syscall.SIGTERM)
-	select {
-	case <-s.Exited:
-	case <-time.After(30 * time.Second):
-		s.Kill()
-		<-s.Exited
-	}
-}
+func (m *managerProc) restarts() int { return m.Restarts() }
 
 // deleteLease deletes the leader election lease a SIGKILLed manager held, as
 // if it had expired.
@@ -211,22 +131,9 @@ func deleteLease(ctx context.Context) {
 
 // freeLocalAddr returns a loopback address with a port nobody listens on.
 func freeLocalAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := envtestutil.FreeLocalAddr()
 	Expect(err).NotTo(HaveOccurred())
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return addr
 }
 
 // ---------------------------------------------------------------------------
@@ -409,8 +316,6 @@ func startPruneWatcher(ctx context.Context, f *figures, crdName, group, plural, 
 	return w
 }
 
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 func (w *pruneWatcher) run(ctx context.Context) {
 	defer GinkgoRecover()
 	defer close(w.done)
@@ -434,36 +339,14 @@ func (w *pruneWatcher) run(ctx context.Context) {
 		w.mu.Unlock()
 		return true
 	}
-	// LIST then WATCH from its resourceVersion, again whenever the watch
-	// ends (the API server restarts, say), every 100 ms at most.
-	for ctx.Err() == nil {
-		list, err := dyn.Resource(crdResource).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + w.crdName})
-		if err == nil {
-			for i := range list.Items {
-				if check(&list.Items[i]) {
-					return
-				}
-			}
-			watcher, err := dyn.Resource(crdResource).Watch(ctx, metav1.ListOptions{
-				FieldSelector: "metadata.name=" + w.crdName, ResourceVersion: list.GetResourceVersion(),
-			})
-			if err == nil {
-				for ev := range watcher.ResultChan() {
-					if obj, ok := ev.Object.(*unstructured.Unstructured); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-						if check(obj) {
-							watcher.Stop()
-							return
-						}
-					}
-				}
-				watcher.Stop()
-			}
+	// Until the first state that is pruned.
+	watchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	envtestutil.WatchNamed(watchCtx, dyn, envtestutil.CRDResource, w.crdName, func(obj *unstructured.Unstructured) {
+		if check(obj) {
+			cancel()
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	})
 }
 
 // result is when the old version was pruned and how many objects etcd still
@@ -807,30 +690,7 @@ func (p *phaseRecorder) see(obj *unstructured.Unstructured) {
 func (p *phaseRecorder) run(ctx context.Context) {
 	defer GinkgoRecover()
 	defer close(p.done)
-	selector := "metadata.name=" + p.name
-	for ctx.Err() == nil {
-		list, err := dyn.Resource(policyResource).List(ctx, metav1.ListOptions{FieldSelector: selector})
-		if err == nil {
-			for i := range list.Items {
-				p.see(&list.Items[i])
-			}
-			watcher, err := dyn.Resource(policyResource).Watch(ctx, metav1.ListOptions{
-				FieldSelector: selector, ResourceVersion: list.GetResourceVersion(),
-			})
-			if err == nil {
-				for ev := range watcher.ResultChan() {
-					if obj, ok := ev.Object.(*unstructured.Unstructured); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-						p.see(obj)
-					}
-				}
-				watcher.Stop()
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	envtestutil.WatchNamed(ctx, dyn, policyResource, p.name, p.see)
 }
 
 // phaseOrder ranks the phases a graduation passes through; Blocked is a

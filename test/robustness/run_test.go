@@ -1,0 +1,626 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package robustness_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/snapshot"
+	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/pizzaenv"
+	"github.com/graduator/graduator/test/robustness"
+	"github.com/graduator/graduator/webhooks"
+)
+
+const (
+	pizzaGroup = "restaurant.example.com"
+	pizzaCRD   = pizzaenv.CRDName
+	oldVersion = "v1alpha1"
+	newVersion = "v1beta1"
+)
+
+var _ = Describe("Random fault schedules", func() {
+	for _, seed := range seeds {
+		It(fmt.Sprintf("seed %d keeps every invariant", seed), func(ctx SpecContext) {
+			runSchedule(ctx, robustness.Draw(seed, size))
+		}, SpecTimeout(20*time.Minute))
+	}
+
+	// Seed 9 found that a run retried after failures (an admission policy
+	// denied the last third of the main pass) rewrote every object again:
+	// 2.4 writes per object. This is seed 9 with its fault pinned where it
+	// bit, and a slow client, so that the storm bound is sharp.
+	It("keeps a retried run to the objects the first run left (seed 9's finding, pinned)", func(ctx SpecContext) {
+		if !pinnedSpecs {
+			Skip("replaying seeds (ROBUSTNESS_SEED or ROBUSTNESS_RUNS): the pinned finding runs in the default set")
+		}
+		s := robustness.Draw(9, size)
+		s.PageSize, s.Concurrency, s.QPS, s.ClientEvery = 25, 4, 20, time.Second
+		s.Faults = []robustness.Fault{{Kind: robustness.DenyUpdates, Stage: robustness.StageMainPass,
+			AtHandled: int64(size.Objects / 2), Duration: 8 * time.Second}}
+		res := runSchedule(ctx, s)
+		Expect(res.met).To(HaveLen(1))
+		Expect(res.met[0].met).To(Equal(robustness.StageMainPass), "the denial met the main pass")
+	}, SpecTimeout(20*time.Minute))
+})
+
+// runSchedule graduates the Pizza CRD through the schedule, checks the
+// invariants, and returns what it saw.
+func runSchedule(ctx context.Context, s robustness.Schedule) *result {
+	seed := s.Seed
+	res := record(s)
+	AddReportEntry("schedule", s.String(), ReportEntryVisibilityAlways)
+	DeferCleanup(func() {
+		if CurrentSpecReport().Failed() {
+			AddReportEntry("replay", fmt.Sprintf("make test-robustness SEED=%d SIZE=%s", seed, size.Name), ReportEntryVisibilityAlways)
+		}
+	})
+
+	By("installing the Pizza CRD (v1alpha1 stored) with its objects, and a snapshot of them")
+	installPizzas(ctx)
+	before, err := snapshot.Take(ctx, dyn, pizzaenv.Resource(newVersion))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(before.Len()).To(Equal(size.Objects))
+
+	runCtx, stopWatching := context.WithCancel(ctx)
+	DeferCleanup(stopWatching)
+	guard := startStorageGuard(runCtx)
+	policy := startPolicyWatch(runCtx)
+	start := time.Now()
+	_, auditOffset, err := audit.WritesFrom(pizzaGroup, "pizzas", 0)
+	Expect(err).NotTo(HaveOccurred())
+
+	By("a concurrent client creating, updating and deleting pizzas throughout")
+	c := startClient(runCtx, seed, s.ClientEvery)
+
+	By("the manager process, and the policy")
+	mgr := startManager()
+	stages := startStageTracker(mgr.LogPath(), auditOffset, policy)
+	createPolicy(ctx, s)
+
+	By("the faults: " + s.String())
+	var lastEnd time.Time
+	for _, f := range s.Faults {
+		met := waitFor(ctx, stages, policy, guard, f, s.ReadyBound())
+		fmt.Fprintf(GinkgoWriter, "%s: %s met %s\n", time.Now().Format("15:04:05.000"), f, met)
+		res.met = append(res.met, metFault{kind: f.Kind, aimed: f.Stage, met: met})
+		lastEnd = inject(ctx, f, mgr)
+	}
+
+	By(fmt.Sprintf("invariant 4: Ready within %s of the last fault", s.ReadyBound()))
+	readyAt := waitReady(ctx, policy, guard, s.ReadyBound())
+	res.faultToReady = readyAt.Sub(lastEnd)
+	// A graduated policy that a stale plan sends back does so within a
+	// second or two; the client keeps writing meanwhile.
+	time.Sleep(3 * time.Second)
+	c.stop()
+	stopWatching()
+	guard.wait()
+	policy.wait()
+	stages.wait()
+	mgr.Stop(30 * time.Second)
+	res.restarts = mgr.Restarts()
+
+	By("invariant 6: no process or port left behind by the manager")
+	Expect(mgr.Leftovers()).To(BeEmpty())
+
+	By("invariant 2: storedVersions never dropped a version etcd still held")
+	Expect(guard.violations()).To(BeEmpty(), "storedVersions dropped a version etcd still held")
+	expectStoredWithin(ctx)
+
+	By("invariant 3: the phase never went back")
+	phases := policy.phaseLog()
+	res.phases = phases
+	back, upTo := robustness.PhaseWentBack(phases)
+	Expect(back).To(BeEmpty(), "the policy went back to %s: %v", back, upTo)
+
+	By("invariant 4: nothing left in the old version")
+	counts, err := etcd.Counts(ctx, pizzaGroup, "pizzas")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(counts).To(HaveLen(1), "versions stored in etcd: %v", counts)
+	Expect(counts).To(HaveKey(pizzaGroup+"/"+newVersion), "versions stored in etcd: %v", counts)
+
+	By("invariant 1: no object lost or changed but by the concurrent client")
+	res.touched = c.touched()
+	Expect(c.unaccounted(ctx, before)).To(BeEmpty(), "objects lost or changed but by the concurrent client")
+
+	By("invariant 5: no write storm")
+	// The retirement's managedFields cleanup is a pass of its own over the
+	// objects created at v1alpha1 (each at most once): it is counted apart.
+	cleanupAt := stages.cleanupStarted()
+	Expect(cleanupAt).NotTo(BeZero(), "the managedFields cleanup started")
+	res.writes = managerWrites(auditOffset, start, cleanupAt)
+	res.cleanupWrites = managerWrites(auditOffset, cleanupAt, time.Now())
+	res.bound = robustness.StormBound(size.Objects, res.touched)
+	Expect(res.writes).To(BeNumerically("<=", res.bound),
+		"the migration wrote %d pizzas; the bound is 1.2 x %d + %d touched by the client", res.writes, size.Objects, res.touched)
+	Expect(res.cleanupWrites).To(BeNumerically("<=", size.Objects+res.touched),
+		"the managedFields cleanup wrote %d pizzas; the bound is %d + %d touched by the client", res.cleanupWrites, size.Objects, res.touched)
+	return res
+}
+
+// installPizzas installs stage 2 of the Pizza CRD, its conversion through
+// the proxy, and size.Objects pizzas at v1alpha1; the CRD and its objects
+// are deleted when the spec ends.
+func installPizzas(ctx context.Context) {
+	crd, err := pizzaenv.Stage(2)
+	Expect(err).NotTo(HaveOccurred())
+	webhook.PointConversionAt(crd)
+	viaProxy := "https://" + proxy.Addr() + webhooks.ConvertPath
+	crd.Spec.Conversion.Webhook.ClientConfig.URL = &viaProxy
+	Expect(k8sClient.Create(ctx, crd)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(envtestutil.DeleteCRD(ctx, k8sClient, crd.Name, 5*time.Minute)).To(Succeed())
+	})
+	Expect(envtestutil.WaitServed(ctx, k8sClient, dyn, crd.Name)).To(Succeed())
+	Expect(envtestutil.ForEach(size.Objects, 8, func(i int) error {
+		return k8sClient.Create(ctx, pizzaenv.SampleV1alpha1(i))
+	})).To(Succeed())
+	counts, err := etcd.Counts(ctx, pizzaGroup, "pizzas")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(counts).To(Equal(map[string]int{pizzaGroup + "/" + oldVersion: size.Objects}))
+}
+
+// startManager starts the manager binary, supervised, with leader election.
+func startManager() *envtestutil.ManagerProcess {
+	logPath := filepath.Join(GinkgoT().TempDir(), "manager.log")
+	mgr, err := envtestutil.NewManagerProcess("manager", managerBinary, logPath, func() ([]string, []string) {
+		metrics, err := envtestutil.FreeLocalAddr()
+		Expect(err).NotTo(HaveOccurred())
+		probes, err := envtestutil.FreeLocalAddr()
+		Expect(err).NotTo(HaveOccurred())
+		return []string{
+			"--kubeconfig", managerKubeconfig, "--metrics-bind-address", metrics, "--health-probe-bind-address", probes,
+			"--leader-elect", "--leader-election-namespace", "default",
+			// The stage tracker reads when each step started.
+			"--zap-time-encoding", "rfc3339nano",
+		}, []string{metrics, probes}
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		mgr.Stop(30 * time.Second)
+		if CurrentSpecReport().Failed() {
+			AddReportEntry("manager log (last 40 lines)", envtestutil.Tail(logPath, 40))
+		}
+	})
+	Expect(mgr.Start()).To(Succeed())
+	return mgr
+}
+
+// createPolicy asks for v1beta1 with the schedule's knobs, and the
+// retirement of v1alpha1 after its grace period.
+func createPolicy(ctx context.Context, s robustness.Schedule) {
+	p := &graduatorv1alpha1.CRDVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: pizzaCRD},
+		Spec: graduatorv1alpha1.CRDVersionPolicySpec{
+			StorageVersion: newVersion,
+			Deprecate:      []graduatorv1alpha1.DeprecatedVersion{{Version: oldVersion}},
+			Unserve:        []graduatorv1alpha1.UnservedVersion{{Version: oldVersion, After: &metav1.Duration{Duration: s.RetireAfter}}},
+			Migration: graduatorv1alpha1.MigrationSettings{
+				Concurrency: s.Concurrency, PageSize: s.PageSize, QPS: s.QPS,
+				SettleDelay: &metav1.Duration{Duration: s.SettleDelay},
+			},
+		},
+	}
+	Expect(k8sClient.Create(ctx, p)).To(Succeed())
+	DeferCleanup(func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, p))).To(Succeed())
+	})
+}
+
+// waitFor waits until the run reaches the fault's stage (and, in the main
+// pass, its count of handled objects), or passes it, then the fault's
+// delay; it returns the stage the fault meets.
+func waitFor(ctx context.Context, stages *stageTracker, policy *policyWatch, guard *storageGuard, f robustness.Fault,
+	timeout time.Duration) robustness.Stage {
+	aimed := robustness.StageRank(f.Stage)
+	Eventually(ctx, func() (bool, error) {
+		if err := violated(guard, policy); err != nil {
+			return false, err
+		}
+		now := stages.current()
+		if now == f.Stage && f.Stage == robustness.StageMainPass {
+			return policy.handled() >= f.AtHandled, nil
+		}
+		return robustness.StageRank(now) >= aimed, nil
+	}).WithTimeout(timeout).WithPolling(10*time.Millisecond).Should(BeTrue(), "the run reaches %s", f.Stage)
+	time.Sleep(f.After)
+	return stages.current()
+}
+
+// violated stops an Eventually at the first violation of invariant 2 or 3.
+func violated(guard *storageGuard, policy *policyWatch) error {
+	if found := guard.violations(); len(found) > 0 {
+		return StopTrying("invariant 2: storedVersions dropped a version etcd still held").Attach("violations", found)
+	}
+	if back, upTo := robustness.PhaseWentBack(policy.phaseLog()); back != "" {
+		return StopTrying(fmt.Sprintf("invariant 3: the policy went back to %s: %v", back, upTo))
+	}
+	return nil
+}
+
+// waitReady waits until the policy is Ready and returns when; a violation
+// of invariant 2 or 3 seen meanwhile ends the wait at once.
+func waitReady(ctx context.Context, policy *policyWatch, guard *storageGuard, timeout time.Duration) time.Time {
+	Eventually(ctx, func() (bool, error) {
+		if err := violated(guard, policy); err != nil {
+			return false, err
+		}
+		return policy.ready(), nil
+	}).WithTimeout(timeout).WithPolling(100*time.Millisecond).Should(BeTrue(),
+		"policy %s is Ready within %s of the last fault", pizzaCRD, timeout)
+	return time.Now()
+}
+
+// inject brings the fault, holds it, ends it, and returns when it ended.
+func inject(ctx context.Context, f robustness.Fault, mgr *envtestutil.ManagerProcess) time.Time {
+	switch f.Kind {
+	case robustness.KillManager:
+		Expect(mgr.Kill()).To(Succeed())
+		// The dead manager's lease would expire in 15 s: delete it instead.
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "graduator.graduator.io", Namespace: "default"}}
+		Eventually(ctx, func() error { return client.IgnoreNotFound(k8sClient.Delete(ctx, lease)) }).
+			WithTimeout(time.Minute).Should(Succeed())
+		time.Sleep(f.Duration)
+		Expect(mgr.Start()).To(Succeed())
+	case robustness.RestartAPIServer:
+		apiServer := testEnv.ControlPlane.GetAPIServer()
+		Expect(apiServer.Stop()).To(Succeed(), "kube-apiserver stops")
+		Expect(apiServer.Start()).To(Succeed(), "kube-apiserver starts again")
+	case robustness.WebhookDown:
+		webhook.Stop()
+		time.Sleep(f.Duration)
+		Expect(webhook.Start(ctx)).To(Succeed())
+	case robustness.WebhookSlow:
+		proxy.SetDelay(f.Delay)
+		time.Sleep(f.Duration)
+		proxy.SetDelay(0)
+	case robustness.WebhookFlap:
+		for end := time.Now().Add(f.Duration); time.Now().Before(end); {
+			webhook.Stop()
+			time.Sleep(f.Delay)
+			Expect(webhook.Start(ctx)).To(Succeed())
+			time.Sleep(f.Delay)
+		}
+	case robustness.DenyUpdates:
+		denyUpdates(ctx, f.Duration)
+	case robustness.Compaction:
+		for i := range f.Count {
+			if i > 0 {
+				time.Sleep(f.Delay)
+			}
+			resp, err := etcd.Client().Get(ctx, "compact-probe")
+			Expect(err).NotTo(HaveOccurred())
+			_, err = etcd.Client().Compact(ctx, resp.Header.Revision)
+			Expect(err).NotTo(HaveOccurred())
+		}
+	case robustness.PausePolicy:
+		patchPolicy(ctx, `{"spec":{"paused":true}}`)
+		time.Sleep(f.Duration)
+		patchPolicy(ctx, `{"spec":{"paused":false}}`)
+	case robustness.PriorityEdit:
+		var p graduatorv1alpha1.CRDVersionPolicy
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: pizzaCRD}, &p)).To(Succeed())
+		next := graduatorv1alpha1.PriorityFull
+		if p.Spec.Migration.Priority == graduatorv1alpha1.PriorityFull {
+			next = graduatorv1alpha1.PriorityBackground
+		}
+		patchPolicy(ctx, fmt.Sprintf(`{"spec":{"migration":{"priority":%q}}}`, next))
+	default:
+		Fail("unknown fault " + string(f.Kind))
+	}
+	return time.Now()
+}
+
+// denyUpdates denies every UPDATE of pizzas for hold.
+func denyUpdates(ctx context.Context, hold time.Duration) {
+	vap, binding := envtestutil.DenyUpdates("deny-updates.robustness", pizzaGroup, "pizzas", "false", "robustness: updates denied")
+	remove := func(ctx context.Context) {
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, binding))).To(Succeed())
+		Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, vap))).To(Succeed())
+	}
+	DeferCleanup(remove)
+	Expect(k8sClient.Create(ctx, vap)).To(Succeed())
+	Expect(k8sClient.Create(ctx, binding)).To(Succeed())
+	// The API server takes a moment to enforce it: the hold starts then.
+	Eventually(ctx, func() error {
+		list, err := dyn.Resource(pizzaenv.Resource(newVersion)).Namespace("default").List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil || len(list.Items) == 0 {
+			return fmt.Errorf("no pizza to probe with: %v", err)
+		}
+		_, err = dyn.Resource(pizzaenv.Resource(newVersion)).Namespace("default").Patch(ctx, list.Items[0].GetName(),
+			types.MergePatchType, []byte(`{"metadata":{"annotations":{"probe":"x"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(MatchError(ContainSubstring("robustness: updates denied")))
+	time.Sleep(hold)
+	remove(ctx)
+}
+
+func patchPolicy(ctx context.Context, patch string) {
+	Eventually(ctx, func() error {
+		return k8sClient.Patch(ctx, &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: pizzaCRD}},
+			client.RawPatch(types.MergePatchType, []byte(patch)))
+	}).WithTimeout(time.Minute).Should(Succeed())
+}
+
+// expectStoredWithin checks, now that the run is over, that every object
+// etcd holds is stored in a version status.storedVersions lists.
+func expectStoredWithin(ctx context.Context) {
+	var crd apiextensionsv1.CustomResourceDefinition
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Name: pizzaCRD}, &crd)).To(Succeed())
+	counts, err := etcd.Counts(ctx, pizzaGroup, "pizzas")
+	Expect(err).NotTo(HaveOccurred())
+	for apiVersion, n := range counts {
+		Expect(crd.Status.StoredVersions).To(ContainElement(strings.TrimPrefix(apiVersion, pizzaGroup+"/")),
+			"%d objects stored as %s", n, apiVersion)
+	}
+}
+
+// managerWrites counts the manager's object writes (PATCH or PUT of
+// pizzas, not dry runs, answered 2xx) the audit log records, from byte
+// offset on, received in [from, to).
+func managerWrites(offset int64, from, to time.Time) int {
+	writes, _, err := audit.WritesFrom(pizzaGroup, "pizzas", offset)
+	Expect(err).NotTo(HaveOccurred())
+	n := 0
+	for _, w := range writes {
+		if w.User == managerUser && !w.DryRun && w.Code < 300 && !w.Received.Before(from) && w.Received.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// webhookAddr is host:port of the webhook.
+func webhookAddr() string {
+	u, err := url.Parse(webhook.URL())
+	Expect(err).NotTo(HaveOccurred())
+	return u.Host
+}
+
+// expectNoChildren checks that no process this test process started is
+// still running.
+func expectNoChildren() {
+	self := fmt.Sprintf("%d", os.Getpid())
+	entries, err := os.ReadDir("/proc")
+	Expect(err).NotTo(HaveOccurred())
+	var left []string
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) > 1 && fields[1] == self && fields[0] != "Z" {
+			left = append(left, strings.TrimSpace(string(stat[:i+1])))
+		}
+	}
+	Expect(left).To(BeEmpty(), "invariant 6: processes of the suite still running after it ended")
+}
+
+// ---------------------------------------------------------------------------
+// What the run saw, for the summary.
+
+type metFault struct {
+	kind  robustness.Kind
+	aimed robustness.Stage
+	met   robustness.Stage
+}
+
+type result struct {
+	schedule      robustness.Schedule
+	met           []metFault
+	faultToReady  time.Duration
+	restarts      int
+	touched       int
+	writes        int
+	cleanupWrites int
+	bound         int
+	phases        []graduatorv1alpha1.Phase
+	duration      time.Duration
+	passed        bool
+	failure       string
+}
+
+var results []*result
+
+func record(s robustness.Schedule) *result {
+	r := &result{schedule: s, faultToReady: -1}
+	start := time.Now()
+	DeferCleanup(func() {
+		r.duration = time.Since(start)
+		report := CurrentSpecReport()
+		r.passed = !report.Failed()
+		if !r.passed {
+			r.failure = firstLine(report.FailureMessage())
+		}
+		results = append(results, r)
+		AddReportEntry("summary", r.line(), ReportEntryVisibilityAlways)
+	})
+	return r
+}
+
+// firstLine is the gist of a failure message: its first two lines that say
+// something (a StopTrying's first line only says that it stopped).
+func firstLine(s string) string {
+	var kept []string
+	for _, l := range strings.Split(s, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "Told to stop trying") {
+			continue
+		}
+		if kept = append(kept, l); len(kept) == 2 {
+			break
+		}
+	}
+	return strings.Join(kept, " / ")
+}
+
+func (r *result) line() string {
+	verdict := "PASS"
+	if !r.passed {
+		verdict = "FAIL"
+	}
+	met := make([]string, len(r.met))
+	for i, m := range r.met {
+		met[i] = fmt.Sprintf("%s@%s", m.kind, m.met)
+	}
+	ready := "-"
+	if r.faultToReady >= 0 {
+		ready = r.faultToReady.Round(100 * time.Millisecond).String()
+	}
+	line := fmt.Sprintf("ROBUSTNESS seed=%d [%s] size=%s objects=%d faults=[%s] manager_restarts=%d client_touched=%d "+
+		"writes=%d/%d cleanup_writes=%d last_fault_to_ready=%s duration=%s", r.schedule.Seed, verdict, r.schedule.Size.Name,
+		r.schedule.Size.Objects, strings.Join(met, " "), r.restarts, r.touched, r.writes, r.bound, r.cleanupWrites, ready,
+		r.duration.Round(time.Second))
+	if r.failure != "" {
+		line += " failure=" + r.failure
+	}
+	return line
+}
+
+// writeSummary prints one line per run, the faults x stages they met, and,
+// with ROBUSTNESS_RECORD=1, writes the table into docs/reliability.md.
+func writeSummary(report Report) {
+	if len(results) == 0 {
+		return
+	}
+	// Ginkgo shuffles the specs' order.
+	slices.SortStableFunc(results, func(a, b *result) int { return cmp.Compare(a.schedule.Seed, b.schedule.Seed) })
+	fmt.Println()
+	passed := 0
+	for _, r := range results {
+		fmt.Println(r.line())
+		if r.passed {
+			passed++
+		}
+	}
+	table := metTable()
+	fmt.Printf("\n%d of %d seeds passed (size %s, %d objects) in %s\n\n%s", passed, len(results), size.Name, size.Objects,
+		report.RunTime.Round(time.Second), table)
+	if os.Getenv("ROBUSTNESS_RECORD") != "1" {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n%d seeds (%s), size %s (%d objects), %d passed, %s on %s.\n\n%s\n", tableBegin, len(results),
+		seedList(), size.Name, size.Objects, passed, report.RunTime.Round(time.Second),
+		report.StartTime.UTC().Format("2006-01-02 15:04 MST"), table)
+	b.WriteString("| seed | result | faults (met stage) | manager restarts | client touched | migration writes / bound | cleanup writes | last fault to Ready | duration |\n")
+	b.WriteString("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range results {
+		met := make([]string, len(r.met))
+		for i, m := range r.met {
+			met[i] = fmt.Sprintf("%s (%s)", m.kind, m.met)
+		}
+		ready := "-"
+		if r.faultToReady >= 0 {
+			ready = r.faultToReady.Round(100 * time.Millisecond).String()
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %d | %d / %d | %d | %s | %s |\n", r.schedule.Seed, passFail(r.passed),
+			strings.Join(met, ", "), r.restarts, r.touched, r.writes, r.bound, r.cleanupWrites, ready, r.duration.Round(time.Second))
+	}
+	b.WriteString("\n" + tableEnd)
+	path := filepath.Join("..", "..", "docs", "reliability.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Printf("cannot update %s: %v\n", path, err)
+		return
+	}
+	start, end := strings.Index(string(doc), tableBegin), strings.Index(string(doc), tableEnd)
+	if start < 0 || end < start {
+		fmt.Printf("cannot update %s: markers not found\n", path)
+		return
+	}
+	updated := string(doc[:start]) + b.String() + string(doc[end+len(tableEnd):])
+	if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
+		fmt.Printf("cannot update %s: %v\n", path, err)
+		return
+	}
+	fmt.Printf("table written to %s\n", path)
+}
+
+const (
+	tableBegin = "<!-- BEGIN ROBUSTNESS TABLE (written by `make test-robustness RECORD=1`) -->"
+	tableEnd   = "<!-- END ROBUSTNESS TABLE -->"
+)
+
+func seedList() string {
+	first, last := results[0].schedule.Seed, results[len(results)-1].schedule.Seed
+	return fmt.Sprintf("seeds %d-%d", first, last)
+}
+
+// metTable counts, per fault kind, the faults that met each stage.
+func metTable() string {
+	stages := append([]robustness.Stage{robustness.StagePending}, robustness.Stages...)
+	stages = append(stages, robustness.StageGraduated)
+	count := map[robustness.Kind]map[robustness.Stage]int{}
+	for _, r := range results {
+		for _, m := range r.met {
+			if count[m.kind] == nil {
+				count[m.kind] = map[robustness.Stage]int{}
+			}
+			count[m.kind][m.met]++
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| fault \\ stage met |")
+	for _, s := range stages {
+		fmt.Fprintf(&b, " %s |", s)
+	}
+	b.WriteString("\n| --- |" + strings.Repeat(" ---: |", len(stages)) + "\n")
+	for _, k := range robustness.Kinds {
+		fmt.Fprintf(&b, "| %s |", k)
+		for _, s := range stages {
+			if n := count[k][s]; n > 0 {
+				fmt.Fprintf(&b, " %d |", n)
+			} else {
+				b.WriteString(" - |")
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "FAIL"
+}

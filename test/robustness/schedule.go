@@ -1,0 +1,339 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package robustness draws the fault schedules of the robustness suite from
+// a seed, and tells the stage of a graduation from what a person can see
+// of it (the operator's log and the policy's status). Nothing here does
+// I/O: the same seed is the same schedule, which is what makes a failing
+// seed replay.
+package robustness
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/driver"
+)
+
+// Stage is a moment of a graduation a fault can meet.
+type Stage string
+
+const (
+	StagePending Stage = "pending"
+	// StagePreflight is the start of the Preflight step before the storage
+	// switch: a sample read at the target version and its dry-run writes.
+	StagePreflight Stage = "preflight"
+	// StageProof is the rest of that step, once the sample's dry-run writes
+	// are done: the round-trip proof through the conversion webhook.
+	StageProof Stage = "proof"
+	// StageSettling is the storage switch, the settle delay after it, and
+	// the checks before the first write (the sample and the proof again, by
+	// dry run, now that the CRD stores the target).
+	StageSettling Stage = "switch settling"
+	// StageMainPass is the engine's pass over every object.
+	StageMainPass Stage = "main pass"
+	// StageSweep is the catch-up sweep over what was written meanwhile.
+	StageSweep Stage = "sweep"
+	// StagePrune is the prune of status.storedVersions.
+	StagePrune Stage = "prune"
+	// StageRetire is the deprecation, its grace period and the unserving.
+	StageRetire    Stage = "retire"
+	StageGraduated Stage = "graduated"
+)
+
+// Stages are the stages faults are aimed at, in the order a graduation
+// passes them.
+var Stages = []Stage{StagePreflight, StageProof, StageSettling, StageMainPass, StageSweep, StagePrune, StageRetire}
+
+// StageRank orders every stage; pending first, graduated last.
+func StageRank(s Stage) int {
+	switch s {
+	case StagePending:
+		return 0
+	case StageGraduated:
+		return len(Stages) + 1
+	}
+	return slices.Index(Stages, s) + 1
+}
+
+// StageOf tells the stage from the last step the operator logged as started
+// ("step started", step=...), whether it switched the storage before, the
+// dry-run writes of objects the API server received from it since that step
+// started, and the policy's status (nil: not read yet).
+func StageOf(lastStep string, switched bool, dryRuns int, status *graduatorv1alpha1.CRDVersionPolicyStatus) Stage {
+	if status != nil && status.Phase == graduatorv1alpha1.PhaseGraduated {
+		return StageGraduated
+	}
+	switch lastStep {
+	case "Preflight":
+		switch {
+		case switched:
+			return StageSettling
+		case dryRuns >= driver.PreflightSample:
+			return StageProof
+		}
+		return StagePreflight
+	case "SwitchStorage":
+		return StageSettling
+	case "Migrate":
+		if status != nil && status.Migration != nil && status.Migration.CatchUp {
+			return StageSweep
+		}
+		return StageMainPass
+	case "Prune":
+		return StagePrune
+	case "Deprecate", "Unserve", "CleanupManagedFields":
+		return StageRetire
+	}
+	return StagePending
+}
+
+// Kind is a fault of the menu.
+type Kind string
+
+const (
+	// KillManager SIGKILLs the manager process and starts it again after
+	// Duration (its leader election lease is deleted, as if expired).
+	KillManager Kind = "kill-manager"
+	// RestartAPIServer stops kube-apiserver gracefully and starts it again.
+	RestartAPIServer Kind = "apiserver-restart"
+	// WebhookDown stops the conversion webhook for Duration.
+	WebhookDown Kind = "webhook-down"
+	// WebhookSlow holds every new connection to the webhook for Delay,
+	// for Duration.
+	WebhookSlow Kind = "webhook-slow"
+	// WebhookFlap stops and starts the webhook every Delay, for Duration.
+	WebhookFlap Kind = "webhook-flap"
+	// DenyUpdates denies every UPDATE of the objects with a
+	// ValidatingAdmissionPolicy for Duration.
+	DenyUpdates Kind = "deny-updates"
+	// Compaction compacts etcd at its current revision Count times, Delay
+	// apart: continue tokens and resourceVersions of before expire.
+	Compaction Kind = "etcd-compaction"
+	// PausePolicy pauses the policy for Duration, then resumes it.
+	PausePolicy Kind = "policy-pause"
+	// PriorityEdit switches the policy's priority (Background <-> Full):
+	// a spec change that interrupts the running migration.
+	PriorityEdit Kind = "policy-priority"
+)
+
+// Kinds is the menu.
+var Kinds = []Kind{KillManager, RestartAPIServer, WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates, Compaction, PausePolicy, PriorityEdit}
+
+// ReadyBound is how long after a fault of the kind ended the policy may
+// take to be Ready, beyond the work left (WorkBound). A failed step is
+// retried after a backoff of 5 s doubling, and a blocked preflight after
+// 30 s: a fault that blocks the preflight (webhook, denial) costs up to that
+// once it ends.
+func ReadyBound(k Kind) time.Duration {
+	switch k {
+	case KillManager:
+		return 45 * time.Second // a start, the lease, a resume
+	case RestartAPIServer:
+		return 90 * time.Second // the manager reconnects; a stalled step backs off
+	case WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates:
+		return 75 * time.Second // a blocked preflight waits 30 s; a stalled step backs off
+	}
+	return 30 * time.Second
+}
+
+// Fault is one fault of a schedule.
+type Fault struct {
+	Kind Kind
+	// Stage is the stage the fault is aimed at; AtHandled, for the main
+	// pass, how many objects the run has handled first; After how long
+	// after the stage is seen the fault comes.
+	Stage     Stage
+	AtHandled int64
+	After     time.Duration
+	// Duration is how long the fault lasts (the restart delay of a kill).
+	Duration time.Duration
+	// Delay is the connection delay of a slow webhook, the half-period of a
+	// flapping one, the spacing of compactions.
+	Delay time.Duration
+	// Count is how many compactions.
+	Count int
+}
+
+func (f Fault) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s@%s", f.Kind, f.Stage)
+	if f.Stage == StageMainPass {
+		fmt.Fprintf(&b, "(handled>=%d)", f.AtHandled)
+	}
+	if f.After > 0 {
+		fmt.Fprintf(&b, "+%s", f.After)
+	}
+	switch f.Kind {
+	case WebhookSlow:
+		fmt.Fprintf(&b, " %s/conn for %s", f.Delay, f.Duration)
+	case WebhookFlap:
+		fmt.Fprintf(&b, " every %s for %s", f.Delay, f.Duration)
+	case Compaction:
+		fmt.Fprintf(&b, " x%d every %s", f.Count, f.Delay)
+	case RestartAPIServer, PriorityEdit:
+	default:
+		fmt.Fprintf(&b, " for %s", f.Duration)
+	}
+	return b.String()
+}
+
+// Size is how big each run is.
+type Size struct {
+	Name string
+	// Objects created before the graduation.
+	Objects int
+	// MaxFaults per run (at least one).
+	MaxFaults int
+}
+
+// Schedule is what one seed draws: the policy's knobs, the concurrent
+// client's pace and the faults, in the order they come.
+type Schedule struct {
+	Seed        uint64
+	Size        Size
+	PageSize    int64
+	Concurrency int32
+	QPS         int32
+	SettleDelay time.Duration
+	// RetireAfter is the grace period between deprecating and unserving
+	// the old version.
+	RetireAfter time.Duration
+	// ClientEvery is the pause between two writes of the concurrent client.
+	ClientEvery time.Duration
+	Faults      []Fault
+}
+
+// Draw draws the schedule of seed.
+func Draw(seed uint64, size Size) Schedule {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	s := Schedule{
+		Seed: seed, Size: size,
+		PageSize:    pick(r, []int64{25, 50, 100}),
+		Concurrency: pick(r, []int32{2, 4, 16}),
+		QPS:         pick(r, []int32{50, 100, 200}),
+		SettleDelay: between(r, time.Second, 4*time.Second, 100*time.Millisecond),
+		RetireAfter: between(r, 2*time.Second, 6*time.Second, 100*time.Millisecond),
+		ClientEvery: between(r, 20*time.Millisecond, 120*time.Millisecond, 10*time.Millisecond),
+	}
+	n := 1 + r.IntN(max(size.MaxFaults, 1))
+	for range n {
+		s.Faults = append(s.Faults, drawFault(r, size))
+	}
+	slices.SortStableFunc(s.Faults, func(a, b Fault) int {
+		if c := cmp.Compare(StageRank(a.Stage), StageRank(b.Stage)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.AtHandled, b.AtHandled)
+	})
+	return s
+}
+
+func drawFault(r *rand.Rand, size Size) Fault {
+	f := Fault{Kind: pick(r, Kinds), Stage: pick(r, Stages)}
+	if f.Stage == StageMainPass {
+		f.AtHandled = int64(r.IntN(max(size.Objects*9/10, 1)))
+	} else {
+		f.After = between(r, 0, 100*time.Millisecond, 10*time.Millisecond)
+	}
+	switch f.Kind {
+	case KillManager:
+		f.Duration = between(r, 0, 3*time.Second, 100*time.Millisecond)
+	case WebhookDown, DenyUpdates, PausePolicy:
+		f.Duration = between(r, time.Second, 10*time.Second, 100*time.Millisecond)
+	case WebhookSlow:
+		f.Delay = between(r, 200*time.Millisecond, 3*time.Second, 100*time.Millisecond)
+		f.Duration = between(r, 2*time.Second, 10*time.Second, 100*time.Millisecond)
+	case WebhookFlap:
+		f.Delay = between(r, 200*time.Millisecond, 1500*time.Millisecond, 100*time.Millisecond)
+		f.Duration = between(r, 2*time.Second, 10*time.Second, 100*time.Millisecond)
+	case Compaction:
+		f.Count = 1 + r.IntN(3)
+		f.Delay = between(r, 100*time.Millisecond, 2*time.Second, 100*time.Millisecond)
+	}
+	return f
+}
+
+func pick[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }
+
+// between is a duration in [lo, hi], a multiple of step.
+func between(r *rand.Rand, lo, hi, step time.Duration) time.Duration {
+	return lo + time.Duration(r.Int64N(int64((hi-lo)/step)+1))*step
+}
+
+func (s Schedule) String() string {
+	faults := make([]string, len(s.Faults))
+	for i, f := range s.Faults {
+		faults[i] = f.String()
+	}
+	return fmt.Sprintf("seed=%d size=%s objects=%d page=%d writers=%d qps=%d settle=%s retireAfter=%s client=1/%s faults=[%s]",
+		s.Seed, s.Size.Name, s.Size.Objects, s.PageSize, s.Concurrency, s.QPS, s.SettleDelay, s.RetireAfter, s.ClientEvery,
+		strings.Join(faults, "; "))
+}
+
+// WorkBound is how long the graduation may take with no fault at all: the
+// proof and the pass at the policy's QPS twice over, the settle delay, the
+// retirement's grace, and a margin for a shared machine.
+func (s Schedule) WorkBound() time.Duration {
+	pass := time.Duration(float64(s.Size.Objects) / float64(s.QPS) * float64(time.Second))
+	return 30*time.Second + 4*pass + s.SettleDelay + s.RetireAfter
+}
+
+// ReadyBound is how long after the last fault ended the policy may take to
+// be Ready: the work bound and the largest bound of the kinds met.
+func (s Schedule) ReadyBound() time.Duration {
+	var worst time.Duration
+	for _, f := range s.Faults {
+		worst = max(worst, ReadyBound(f.Kind))
+	}
+	return s.WorkBound() + worst
+}
+
+// PhaseWentBack returns the first phase of phases (in the order shown)
+// that came after a later one of the graduation, with the phases up to it;
+// "" when none did. Blocked is a stall that may come at any step: it has no
+// rank.
+func PhaseWentBack(phases []graduatorv1alpha1.Phase) (graduatorv1alpha1.Phase, []graduatorv1alpha1.Phase) {
+	highest := -1
+	for i, p := range phases {
+		rank, ranked := phaseRank[p]
+		if !ranked {
+			continue
+		}
+		if rank < highest {
+			return p, phases[:i+1]
+		}
+		highest = max(highest, rank)
+	}
+	return "", nil
+}
+
+var phaseRank = map[graduatorv1alpha1.Phase]int{
+	graduatorv1alpha1.PhasePending: 0, graduatorv1alpha1.PhasePreflight: 1, graduatorv1alpha1.PhaseSwitchingStorage: 2,
+	graduatorv1alpha1.PhaseMigrating: 3, graduatorv1alpha1.PhasePruning: 4, graduatorv1alpha1.PhaseRetiring: 5,
+	graduatorv1alpha1.PhaseGraduated: 6,
+}
+
+// StormBound is the most object writes a run may make: 1.2 x the objects
+// there were, plus those the concurrent client touched.
+func StormBound(objects, touched int) int {
+	return objects*6/5 + touched
+}

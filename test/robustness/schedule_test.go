@@ -1,0 +1,131 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package robustness
+
+import (
+	"reflect"
+	"testing"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+)
+
+func TestDrawIsReproducible(t *testing.T) {
+	size := Size{Name: "small", Objects: 200, MaxFaults: 3}
+	for seed := uint64(1); seed <= 50; seed++ {
+		a, b := Draw(seed, size), Draw(seed, size)
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("seed %d drew two schedules:\n%s\n%s", seed, a, b)
+		}
+		if len(a.Faults) < 1 || len(a.Faults) > size.MaxFaults {
+			t.Fatalf("seed %d: %d faults, want 1..%d", seed, len(a.Faults), size.MaxFaults)
+		}
+		for i := 1; i < len(a.Faults); i++ {
+			if StageRank(a.Faults[i].Stage) < StageRank(a.Faults[i-1].Stage) {
+				t.Fatalf("seed %d: faults out of stage order: %s", seed, a)
+			}
+		}
+	}
+	if reflect.DeepEqual(Draw(1, size), Draw(2, size)) {
+		t.Fatal("seeds 1 and 2 drew the same schedule")
+	}
+}
+
+func TestDrawCoversTheMenu(t *testing.T) {
+	size := Size{Name: "small", Objects: 200, MaxFaults: 3}
+	met := map[Kind]map[Stage]bool{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		for _, f := range Draw(seed, size).Faults {
+			if met[f.Kind] == nil {
+				met[f.Kind] = map[Stage]bool{}
+			}
+			met[f.Kind][f.Stage] = true
+		}
+	}
+	for _, k := range Kinds {
+		for _, s := range Stages {
+			if !met[k][s] {
+				t.Errorf("200 seeds never aim %s at %s", k, s)
+			}
+		}
+	}
+}
+
+func TestStageOf(t *testing.T) {
+	catchUp := &graduatorv1alpha1.CRDVersionPolicyStatus{Migration: &graduatorv1alpha1.MigrationStatus{CatchUp: true}}
+	mainPass := &graduatorv1alpha1.CRDVersionPolicyStatus{Migration: &graduatorv1alpha1.MigrationStatus{}}
+	graduated := &graduatorv1alpha1.CRDVersionPolicyStatus{Phase: graduatorv1alpha1.PhaseGraduated}
+	for _, tc := range []struct {
+		name     string
+		step     string
+		switched bool
+		dryRuns  int
+		status   *graduatorv1alpha1.CRDVersionPolicyStatus
+		want     Stage
+	}{
+		{"nothing yet", "", false, 0, nil, StagePending},
+		{"preflight before the switch: the sample", "Preflight", false, 4, nil, StagePreflight},
+		{"preflight before the switch, the sample's dry runs done: the proof", "Preflight", false, 5, nil, StageProof},
+		{"the switch and its settle delay", "SwitchStorage", true, 0, nil, StageSettling},
+		{"the checks before the first write", "Preflight", true, 30, nil, StageSettling},
+		{"the main pass", "Migrate", true, 0, mainPass, StageMainPass},
+		{"the main pass, status not read yet", "Migrate", true, 0, nil, StageMainPass},
+		{"the sweep", "Migrate", true, 0, catchUp, StageSweep},
+		{"prune", "Prune", true, 0, mainPass, StagePrune},
+		{"deprecate", "Deprecate", true, 0, mainPass, StageRetire},
+		{"unserve", "Unserve", true, 0, mainPass, StageRetire},
+		{"graduated wins over the last step", "Unserve", true, 0, graduated, StageGraduated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := StageOf(tc.step, tc.switched, tc.dryRuns, tc.status); got != tc.want {
+				t.Errorf("StageOf(%q, %t) = %q, want %q", tc.step, tc.switched, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPhaseWentBack(t *testing.T) {
+	p := func(phases ...graduatorv1alpha1.Phase) []graduatorv1alpha1.Phase { return phases }
+	const (
+		pre  = graduatorv1alpha1.PhasePreflight
+		mig  = graduatorv1alpha1.PhaseMigrating
+		blk  = graduatorv1alpha1.PhaseBlocked
+		ret  = graduatorv1alpha1.PhaseRetiring
+		grad = graduatorv1alpha1.PhaseGraduated
+	)
+	for _, tc := range []struct {
+		name   string
+		phases []graduatorv1alpha1.Phase
+		want   graduatorv1alpha1.Phase
+	}{
+		{"forward", p(pre, mig, ret, grad), ""},
+		{"blocked in between", p(pre, blk, pre, mig, blk, mig, grad), ""},
+		{"graduated back to migrating", p(mig, grad, mig), mig},
+		{"retiring back to migrating through blocked", p(mig, ret, blk, mig), mig},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, _ := PhaseWentBack(tc.phases); got != tc.want {
+				t.Errorf("PhaseWentBack(%v) = %q, want %q", tc.phases, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestStormBound(t *testing.T) {
+	if got := StormBound(1000, 37); got != 1237 {
+		t.Errorf("StormBound(1000, 37) = %d, want 1237", got)
+	}
+}

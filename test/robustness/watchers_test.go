@@ -1,0 +1,297 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package robustness_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/robustness"
+)
+
+// ---------------------------------------------------------------------------
+// Invariant 2: the storage guard.
+
+// storageGuard WATCHes the CRD and, at every state of it, reads etcd: an
+// object stored in a version status.storedVersions no longer lists is a
+// violation. Objects only ever move out of the old version, so reading
+// etcd just after the CRD changed can only undercount what was left then.
+type storageGuard struct {
+	mu    sync.Mutex
+	found []string
+	done  chan struct{}
+}
+
+func startStorageGuard(ctx context.Context) *storageGuard {
+	g := &storageGuard{done: make(chan struct{})}
+	go func() {
+		defer GinkgoRecover()
+		defer close(g.done)
+		envtestutil.WatchNamed(ctx, dyn, envtestutil.CRDResource, pizzaCRD, g.check)
+	}()
+	return g
+}
+
+func (g *storageGuard) check(crd *unstructured.Unstructured) {
+	stored, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+	if len(stored) == 0 {
+		return
+	}
+	versions, err := etcd.APIVersions(context.Background(), pizzaGroup, "pizzas")
+	if err != nil {
+		g.add(fmt.Sprintf("reading etcd at storedVersions %v: %v", stored, err))
+		return
+	}
+	outside := map[string]int{}
+	for _, v := range versions {
+		if !slices.Contains(stored, strings.TrimPrefix(v, pizzaGroup+"/")) {
+			outside[v]++
+		}
+	}
+	for v, n := range outside {
+		g.add(fmt.Sprintf("storedVersions %v (CRD resourceVersion %s) while etcd held %d objects as %s",
+			stored, crd.GetResourceVersion(), n, v))
+	}
+}
+
+func (g *storageGuard) add(s string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !slices.Contains(g.found, s) { // a relist shows the same state again
+		g.found = append(g.found, s)
+	}
+}
+
+func (g *storageGuard) violations() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.found)
+}
+
+func (g *storageGuard) wait() { <-g.done }
+
+// ---------------------------------------------------------------------------
+// Invariant 3: the policy's phases, and its status for the stages.
+
+// policyWatch records every phase the policy shows, and its latest status.
+type policyWatch struct {
+	mu     sync.Mutex
+	phases []graduatorv1alpha1.Phase
+	latest *graduatorv1alpha1.CRDVersionPolicyStatus
+	done   chan struct{}
+}
+
+func startPolicyWatch(ctx context.Context) *policyWatch {
+	w := &policyWatch{done: make(chan struct{})}
+	go func() {
+		defer GinkgoRecover()
+		defer close(w.done)
+		envtestutil.WatchNamed(ctx, dyn, graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies"), pizzaCRD, w.see)
+	}()
+	return w
+}
+
+func (w *policyWatch) see(obj *unstructured.Unstructured) {
+	var p graduatorv1alpha1.CRDVersionPolicy
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p); err != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.latest = &p.Status
+	if phase := p.Status.Phase; phase != "" && (len(w.phases) == 0 || w.phases[len(w.phases)-1] != phase) {
+		w.phases = append(w.phases, phase)
+	}
+}
+
+func (w *policyWatch) status() *graduatorv1alpha1.CRDVersionPolicyStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.latest
+}
+
+// handled is how many objects the run saved as handled.
+func (w *policyWatch) handled() int64 {
+	s := w.status()
+	if s == nil || s.Migration == nil {
+		return 0
+	}
+	return s.Migration.Rewritten + s.Migration.Skipped + s.Migration.Failed
+}
+
+func (w *policyWatch) ready() bool {
+	s := w.status()
+	if s == nil {
+		return false
+	}
+	c := meta.FindStatusCondition(s.Conditions, graduatorv1alpha1.ConditionReady)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+func (w *policyWatch) phaseLog() []graduatorv1alpha1.Phase {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.phases)
+}
+
+func (w *policyWatch) wait() { <-w.done }
+
+// ---------------------------------------------------------------------------
+// The stage of the run.
+
+// stageTracker tells the run's stage from the manager's log (its "step
+// started" lines, JSON), the manager's dry-run writes in the API server's
+// audit log, and the policy's status, reading both logs as they grow.
+type stageTracker struct {
+	path   string
+	policy *policyWatch
+
+	mu          sync.Mutex
+	offset      int64
+	auditOffset int64
+	partial     []byte
+	lastStep    string
+	stepStart   time.Time
+	switched    bool
+	dryRuns     int
+	// cleanupAt is when the first managedFields cleanup started (zero:
+	// not yet).
+	cleanupAt time.Time
+}
+
+// startStageTracker follows the manager's log at path, and the audit log
+// from auditOffset.
+func startStageTracker(path string, auditOffset int64, policy *policyWatch) *stageTracker {
+	return &stageTracker{path: path, policy: policy, auditOffset: auditOffset}
+}
+
+func (t *stageTracker) current() robustness.Stage {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.readNew()
+	t.readAudit()
+	return robustness.StageOf(t.lastStep, t.switched, t.dryRuns, t.policy.status())
+}
+
+// readAudit counts the manager's dry-run writes since the last step started.
+func (t *stageTracker) readAudit() {
+	writes, offset, err := audit.WritesFrom(pizzaGroup, "pizzas", t.auditOffset)
+	if err != nil {
+		return
+	}
+	t.auditOffset = offset
+	for _, w := range writes {
+		if w.User == managerUser && w.DryRun && !w.Received.Before(t.stepStart) {
+			t.dryRuns++
+		}
+	}
+}
+
+// readNew reads the lines the manager wrote since the last call.
+func (t *stageTracker) readNew() {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
+		return
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return
+	}
+	t.offset += int64(len(data))
+	data = append(t.partial, data...)
+	last := bytes.LastIndexByte(data, '\n')
+	if last < 0 {
+		t.partial = data
+		return
+	}
+	t.partial = slices.Clone(data[last+1:])
+	for _, line := range bytes.Split(data[:last], []byte("\n")) {
+		if !bytes.Contains(line, []byte(`"step started"`)) {
+			continue
+		}
+		var entry struct {
+			Msg  string          `json:"msg"`
+			Step string          `json:"step"`
+			TS   json.RawMessage `json:"ts"`
+		}
+		if json.Unmarshal(line, &entry) != nil || entry.Msg != "step started" {
+			continue
+		}
+		t.lastStep, t.stepStart, t.dryRuns = entry.Step, logTime(entry.TS), 0
+		t.switched = t.switched || entry.Step == "SwitchStorage"
+		if entry.Step == "CleanupManagedFields" && t.cleanupAt.IsZero() {
+			t.cleanupAt = logTime(entry.TS)
+		}
+	}
+}
+
+// logTime reads zap's "ts": seconds since the epoch, or RFC 3339.
+func logTime(ts json.RawMessage) time.Time {
+	var seconds float64
+	if json.Unmarshal(ts, &seconds) == nil {
+		return time.Unix(0, int64(seconds*float64(time.Second)))
+	}
+	var text string
+	if json.Unmarshal(ts, &text) == nil {
+		if t, err := time.Parse(time.RFC3339Nano, text); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// cleanupStarted is when the managedFields cleanup first started; zero
+// when it did not.
+func (t *stageTracker) cleanupStarted() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.readNew()
+	return t.cleanupAt
+}
+
+func (t *stageTracker) wait() {}
+
+// sortedKeys is for messages.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
