@@ -62,10 +62,10 @@ var _ = Describe("The catch-up sweep", func() {
 		Expect(late).To(HaveLen(20))
 		Expect(breaker.watches.Load()).To(BeNumerically(">=", 2), "the watch was cut and tried to resume")
 
+		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v2": n}), "etcd holds every object at v2")
+		Expect(result.CaughtUp).To(BeNumerically(">=", len(late)), "the LIST found the objects written while the watch was down")
 		Expect(result.SweepMode).To(Equal(migration.SweepList), result.SweepReason)
 		Expect(result.SweepReason).To(ContainSubstring("410 Gone"))
-		Expect(result.CaughtUp).To(BeNumerically(">=", len(late)), "the LIST found the objects written while the watch was down")
-		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v2": n}), "etcd holds every object at v2")
 	})
 })
 
