@@ -229,6 +229,7 @@ func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) 
 	r.ResourceVersion = p.Checkpoint
 	r.ContinueToken = p.Continue
 	r.CatchUp, r.CatchUpResourceVersion, r.CaughtUp = p.CatchUp, p.CatchUpCheckpoint, p.CaughtUp
+	r.Sweep = sweepOf(p)
 	r.Writers, r.WritersReason = int32(p.Writers), string(p.WritersReason)
 	r.Listed, r.Rewritten, r.Skipped, r.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
 	r.Progress = fmt.Sprintf("%d/%d", p.Done(), p.Listed)
@@ -242,6 +243,21 @@ func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) 
 		}
 		r.Failures = append(r.Failures, graduatorv1alpha1.MigrationFailure{Namespace: f.Namespace, Name: f.Name, Reason: reason})
 	}
+}
+
+// maxSweep keeps the sweep's reason within the status field's bound.
+const maxSweep = 512
+
+// sweepOf is Progress.SweepMode and its reason as the status says them.
+func sweepOf(p migration.Progress) string {
+	if p.SweepMode == "" {
+		return ""
+	}
+	s := string(p.SweepMode) + ": " + p.SweepReason
+	if len(s) > maxSweep {
+		s = s[:maxSweep-3] + "..."
+	}
+	return s
 }
 
 // runningMigrations holds the cancel function of each policy's running
