@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -215,6 +216,7 @@ func progressOf(r *graduatorv1alpha1.MigrationStatus) migration.Progress {
 		Failed:            r.Failed,
 		Written:           r.WrittenRanges,
 	}
+	p.SweepMode, p.SweepReason = sweepFrom(r.Sweep)
 	for _, f := range r.Failures {
 		p.Failures = append(p.Failures, migration.Failure{Namespace: f.Namespace, Name: f.Name, Reason: f.Reason})
 	}
@@ -258,6 +260,12 @@ func sweepOf(p migration.Progress) string {
 		s = s[:maxSweep-3] + "..."
 	}
 	return s
+}
+
+// sweepFrom reads sweepOf's text back.
+func sweepFrom(s string) (migration.SweepMode, string) {
+	mode, reason, _ := strings.Cut(s, ": ")
+	return migration.SweepMode(mode), reason
 }
 
 // runningMigrations holds the cancel function of each policy's running
