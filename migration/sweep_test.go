@@ -17,12 +17,14 @@ limitations under the License.
 package migration
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -132,5 +134,53 @@ func TestOthersWritesKeepsTheLatestWriteOfOthersWithinTheBound(t *testing.T) {
 	}
 	if w.gap == "" || !strings.Contains(w.gap, "more than 2 objects") || w.kept != nil {
 		t.Errorf("past the bound: gap %q, kept %v; want the bound named and nothing kept", w.gap, w.kept)
+	}
+}
+
+// streams is an objectClient whose watches are scripted: each call gets the
+// next stream, or the next error.
+type streams struct {
+	objectClient
+	from    chan string // the resourceVersion each watch asked for
+	streams []*watch.FakeWatcher
+	errs    []error
+}
+
+func (s *streams) watch(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	s.from <- opts.ResourceVersion
+	if len(s.streams) > 0 {
+		w := s.streams[0]
+		s.streams = s.streams[1:]
+		return w, nil
+	}
+	err := s.errs[0]
+	s.errs = s.errs[1:]
+	return nil, err
+}
+
+func TestTheWatchResumesFromTheLastRevisionItSawAndStopsAtA410(t *testing.T) {
+	first := watch.NewFakeWithChanSize(4, false)
+	s := &streams{from: make(chan string, 4), streams: []*watch.FakeWatcher{first},
+		errs: []error{apierrors.NewResourceExpired("too old resource version: 12 (20)")}}
+	w := watchOthers(context.Background(), s, "10", 100, func(string) bool { return false })
+	defer w.stop()
+	meta := func(name, rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+	}
+	first.Modify(meta("a", "11"))
+	first.Action(watch.Bookmark, meta("", "12"))
+	first.Stop() // the connection drops
+
+	if from := <-s.from; from != "10" {
+		t.Errorf("the watch started from %s, want the checkpoint 10", from)
+	}
+	if from := <-s.from; from != "12" {
+		t.Errorf("the watch resumed from %s, want the last bookmark's 12", from)
+	}
+	<-w.done
+	mode, _, _ := sweepWay(w.fenceAt(12, time.Now()))
+	others := w.others()
+	if mode != SweepList || !strings.Contains(w.gap, "could not resume from revision 12 (410 Gone") || len(others) != 0 {
+		t.Errorf("after a 410: mode %q, gap %q, kept %v; want list, the 410 named, nothing kept", mode, w.gap, others)
 	}
 }

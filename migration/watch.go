@@ -80,6 +80,7 @@ func (w *othersWrites) run(ctx context.Context) {
 	backoff := watchBackoff
 	for ctx.Err() == nil {
 		from := w.lastSeen()
+		start := time.Now()
 		stream, err := w.objects.watch(ctx, metav1.ListOptions{ResourceVersion: from, AllowWatchBookmarks: true})
 		if err == nil {
 			w.setConnected(true)
@@ -90,13 +91,13 @@ func (w *othersWrites) run(ctx context.Context) {
 		if w.broken() {
 			return
 		}
-		if err == nil {
-			backoff = watchBackoff // the server ended the stream (its timeout): resume at once
-			continue
-		}
 		if gap := watchGap(err, from); gap != "" {
 			w.fail(gap)
 			return
+		}
+		if err == nil && time.Since(start) >= time.Second {
+			backoff = watchBackoff // the server ended a stream that worked (its timeout): resume at once
+			continue
 		}
 		select {
 		case <-ctx.Done():
