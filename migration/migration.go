@@ -31,11 +31,19 @@ limitations under the License.
 // its word: a 404 from a status subresource the version does not have looks
 // exactly like a deleted object, so the object is read back (Judge).
 //
-// After the main pass a catch-up sweep lists once more and rewrites the
-// objects whose resourceVersion lies between the checkpoint and the sweep's
-// own listing and that the run did not write itself: objects written during
-// the run, possibly by an API server of an HA control plane that learned the
-// new storage version late. Its writes are the churn of the run, not N.
+// After the main pass a catch-up sweep rewrites the objects that others
+// wrote between the checkpoint and the end of the main pass: possibly an API
+// server of an HA control plane that learned the new storage version late
+// wrote them in the old one. A watch from the checkpoint collects them while
+// the run goes on (it keeps the names and revisions of others' writes; the
+// run's own revisions are known), so the sweep reads nothing again. When
+// the watch cannot be trusted to have seen every write (it could not start
+// or resume at its revision, it was refused, others wrote more than
+// Options.SweepWatchLimit objects), the sweep lists every object again and
+// rewrites those whose resourceVersion lies between the checkpoint and its
+// own listing and that the run did not write itself; Progress.SweepMode
+// says which way it went, and why. Its writes are the churn of the run, not
+// N.
 //
 // The bytes the run adds to etcd between two of the API server's
 // compactions are budgeted (SpaceBudgetFor): when the budget is spent the
@@ -62,8 +70,8 @@ import (
 )
 
 // Run rewrites every object of opts.Resource, then sweeps once more over the
-// objects written while it ran (see the package documentation). It returns
-// when both listings are complete, when the context is cancelled (with the
+// objects others wrote while it ran (see the package documentation). It
+// returns when the main pass and the sweep are complete, when the context is cancelled (with the
 // progress of the last done page, from which a later run can resume), or on
 // an error that stops the run as a whole: a failed LIST, or a write refused
 // for a reason that is not the object's own (a conversion webhook down, the
@@ -94,8 +102,17 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 	r.progress.Remaining = -1
 	r.metrics = metricsReader(opts.Config)
 	r.newSpaceBudget(ctx)
+	r.watchFrom = func(checkpoint string) {
+		if opts.SweepWatchLimit > 0 {
+			r.others = watchOthers(ctx, r.objects, checkpoint, opts.SweepWatchLimit, r.wroteVersion)
+		}
+	}
+	defer r.stopWatching()
+	if r.progress.Checkpoint != "" {
+		r.watchFrom(r.progress.Checkpoint)
+	}
 	if !r.progress.CatchUp {
-		complete, err := r.pass(ctx, mainPass)
+		complete, err := r.pass(ctx, mainPass, r.listing)
 		if !complete || err != nil {
 			return r.result(false), err
 		}
@@ -104,7 +121,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		r.progress.Written = r.writtenLocked()
 		r.mu.Unlock()
 	}
-	complete, err := r.pass(ctx, catchUpPass)
+	complete, err := r.sweep(ctx)
 	return r.result(complete && err == nil), err
 }
 
@@ -132,6 +149,11 @@ type runner struct {
 	// resumed holds the writes of the runs this one resumed
 	// (Options.Resume.Written), for the sweep.
 	resumed []revisionRange
+	// others collects the objects others write during the run, for the
+	// sweep, from the moment the checkpoint is known (watchFrom starts
+	// it); nil when the watch is off.
+	others    *othersWrites
+	watchFrom func(checkpoint string)
 	// report serializes OnProgress calls.
 	report sync.Mutex
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -53,6 +54,29 @@ type objectClient interface {
 	// compacted reports whether etcd compacted past resourceVersion: a
 	// LIST at exactly that resourceVersion then answers 410 Gone.
 	compacted(ctx context.Context, resourceVersion string) (bool, error)
+	// watch watches the resource's objects (metadata is all the run reads
+	// of the events).
+	watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	// revision returns the current resourceVersion, without reading the
+	// objects.
+	revision(ctx context.Context) (string, error)
+}
+
+// noSuchNamespace is a namespace that cannot exist (it is no DNS label):
+// a LIST in it answers the current resourceVersion at the cost of an empty
+// range, where a LIST of the resource would count all its keys. The
+// in-tree StorageVersionMigration controller reads its checkpoint the same
+// way.
+const noSuchNamespace = "@graduator:no-such-namespace"
+
+// currentRevision lists the resource in noSuchNamespace, or, for a
+// cluster-scoped resource (which answers that with 404), one object of it.
+func currentRevision(inNamespace, cluster func() (string, error)) (string, error) {
+	rv, err := inNamespace()
+	if apierrors.IsNotFound(err) {
+		return cluster()
+	}
+	return rv, err
 }
 
 // newObjectClient picks the client: one of the engine's own, built from
@@ -161,6 +185,23 @@ func (m metadataObjects) compacted(ctx context.Context, resourceVersion string) 
 	return compactedBy(err)
 }
 
+func (m metadataObjects) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return m.resource.Watch(ctx, opts)
+}
+
+func (m metadataObjects) revision(ctx context.Context) (string, error) {
+	list := func(r metadata.ResourceInterface) func() (string, error) {
+		return func() (string, error) {
+			l, err := r.List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil {
+				return "", err
+			}
+			return l.ResourceVersion, nil
+		}
+	}
+	return currentRevision(list(m.resource.Namespace(noSuchNamespace)), list(m.resource))
+}
+
 // dynamicObjects reads whole objects and keeps their metadata.
 type dynamicObjects struct {
 	client   dynamic.Interface
@@ -203,6 +244,24 @@ func (d dynamicObjects) patch(ctx context.Context, namespace, name string, data 
 
 func (d dynamicObjects) size(ctx context.Context, namespace, name string) (int64, error) {
 	return sizeOf(d.client.Resource(d.resource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{}))
+}
+
+func (d dynamicObjects) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	return d.client.Resource(d.resource).Watch(ctx, opts)
+}
+
+func (d dynamicObjects) revision(ctx context.Context) (string, error) {
+	list := func(r dynamic.ResourceInterface) func() (string, error) {
+		return func() (string, error) {
+			l, err := r.List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil {
+				return "", err
+			}
+			return l.GetResourceVersion(), nil
+		}
+	}
+	resource := d.client.Resource(d.resource)
+	return currentRevision(list(resource.Namespace(noSuchNamespace)), list(resource))
 }
 
 func (d dynamicObjects) compacted(ctx context.Context, resourceVersion string) (bool, error) {

@@ -96,6 +96,11 @@ type Options struct {
 	Resume Progress
 	// MaxFailures bounds Progress.Failures.
 	MaxFailures int
+	// SweepWatchLimit bounds the objects written by others during the run
+	// that the catch-up sweep's watch keeps (DefaultSweepWatchLimit when
+	// 0). Past it, the sweep lists every object again instead. Below 0
+	// there is no watch and the sweep always lists.
+	SweepWatchLimit int
 	// EtcdQuota is etcd's space quota in bytes (its --quota-backend-bytes;
 	// 2 GiB unless set), when known: the etcd space budget then lets the
 	// database grow to 3/4 of it (SpaceBudgetFor). 0 when not told: etcd's
@@ -141,9 +146,15 @@ type Progress struct {
 	// CatchUp is true once the main pass is complete and the catch-up sweep
 	// runs.
 	CatchUp bool
-	// CatchUpCheckpoint is the resourceVersion of the sweep's listing: the
-	// sweep rewrites objects written between Checkpoint and it.
+	// CatchUpCheckpoint is where the sweep's window ends: the revision its
+	// watch was seen to reach, or its listing's resourceVersion. The sweep
+	// rewrites objects others wrote between Checkpoint and it.
 	CatchUpCheckpoint string
+	// SweepMode says how the sweep found the objects others wrote, once it
+	// started: SweepWatch (collected by a watch while the run went on) or
+	// SweepList (read again by a LIST); SweepReason says why.
+	SweepMode   SweepMode
+	SweepReason string
 	// Listed objects, Rewritten ones, Skipped ones (proven done without a
 	// write of ours: deleted or replaced meanwhile, or written after the
 	// checkpoint) and Failed ones, in the main pass.
@@ -234,6 +245,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.MaxFailures <= 0 {
 		o.MaxFailures = DefaultMaxFailures
+	}
+	if o.SweepWatchLimit == 0 {
+		o.SweepWatchLimit = DefaultSweepWatchLimit
 	}
 	return o
 }

@@ -62,7 +62,7 @@ type pageRun struct {
 
 // pass lists every object and hands each to a writer. Writers flow from
 // one page into the next; pages are marked done in listing order.
-func (r *runner) pass(ctx context.Context, kind passKind) (bool, error) {
+func (r *runner) pass(ctx context.Context, kind passKind, source func(context.Context, chan<- page)) (bool, error) {
 	// A writer that meets an error which is not the object's own aborts the
 	// pass through this context; pages not done are then not counted.
 	workCtx, abort := context.WithCancelCause(ctx)
@@ -70,7 +70,7 @@ func (r *runner) pass(ctx context.Context, kind passKind) (bool, error) {
 	listCtx, stopListing := context.WithCancel(workCtx)
 	defer stopListing()
 	pages := make(chan page, 1)
-	go r.list(listCtx, r.snapshot().Continue, pages)
+	go source(listCtx, pages)
 
 	ps := &passState{runner: r, kind: kind, ctx: workCtx, abort: abort, slots: make(chan struct{}, pagesInFlight)}
 	var listErr error
@@ -158,6 +158,7 @@ func (ps *passState) takeCheckpoint(p page) Progress {
 	switch {
 	case ps.kind == mainPass && ps.progress.Checkpoint == "":
 		ps.progress.Checkpoint = p.resourceVersion
+		ps.watchFrom(p.resourceVersion)
 	case ps.kind == catchUpPass && ps.progress.CatchUpCheckpoint == "":
 		ps.progress.CatchUpCheckpoint = p.resourceVersion
 	}
@@ -274,6 +275,11 @@ func (r *runner) commit(kind passKind, done []*pageRun) {
 	}
 	r.mu.Unlock()
 	r.notify()
+}
+
+// listing lists the objects from where the progress stands.
+func (r *runner) listing(ctx context.Context, out chan<- page) {
+	r.list(ctx, r.snapshot().Continue, out)
 }
 
 // list sends pages until the listing ends. When a compaction passed the

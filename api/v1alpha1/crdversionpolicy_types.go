@@ -516,6 +516,13 @@ type MigrationStatus struct {
 	// CaughtUp is the number of objects the catch-up sweep rewrote.
 	// +optional
 	CaughtUp int64 `json:"caughtUp,omitempty"`
+	// Sweep says how the catch-up sweep found the objects others wrote
+	// during the run, once it started, and why: "watch: ..." (a watch from
+	// the checkpoint collected them) or "list: ..." (the watch could not be
+	// trusted to have seen every write, so every object was listed again).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Sweep string `json:"sweep,omitempty"`
 	// Writers is the adaptive limit on writes in flight, as last reported.
 	// +optional
 	Writers int32 `json:"writers,omitempty"`

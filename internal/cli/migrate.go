@@ -59,10 +59,14 @@ type migrateSummary struct {
 	CaughtUp       int64  `json:"caughtUp"`
 	// NothingToMigrate is set when storedVersions held only the storage
 	// version and --force was not given: nothing was read or written.
-	NothingToMigrate bool                `json:"nothingToMigrate,omitempty"`
-	Failures         []migration.Failure `json:"failures,omitempty"`
-	Pruned           bool                `json:"pruned"`
-	StoredVersions   []string            `json:"storedVersions"`
+	NothingToMigrate bool `json:"nothingToMigrate,omitempty"`
+	// Sweep is how the catch-up sweep found the objects others wrote:
+	// "watch" or "list"; SweepReason says why.
+	Sweep          migration.SweepMode `json:"sweep,omitempty"`
+	SweepReason    string              `json:"sweepReason,omitempty"`
+	Failures       []migration.Failure `json:"failures,omitempty"`
+	Pruned         bool                `json:"pruned"`
+	StoredVersions []string            `json:"storedVersions"`
 	// SpaceBudget is the run's etcd space budget and how it was set.
 	SpaceBudget string `json:"spaceBudget,omitempty"`
 	// Verified is the comparison of --verify, when asked for.
@@ -288,7 +292,8 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	summary := migrateSummary{
 		CRD: o.crdName, StorageVersion: storage, Complete: result.Complete,
 		Listed: result.Listed, Rewritten: result.Rewritten, Skipped: result.Skipped, Failed: result.Failed,
-		CaughtUp: result.CaughtUp, Failures: result.Failures, StoredVersions: o.crd.Status.StoredVersions,
+		CaughtUp: result.CaughtUp, Sweep: result.SweepMode, SweepReason: result.SweepReason,
+		Failures: result.Failures, StoredVersions: o.crd.Status.StoredVersions,
 		SpaceBudget: result.SpaceBudgetReason,
 	}
 	if o.verify {
@@ -413,6 +418,10 @@ func printSummary(w io.Writer, s migrateSummary) {
 	}
 	lines := []string{fmt.Sprintf("%s: %d listed, %d rewritten as %s, %d skipped, %d failed; %d written during the run caught up",
 		s.CRD, s.Listed, s.Rewritten, s.StorageVersion, s.Skipped, s.Failed, s.CaughtUp)}
+	if s.Sweep == migration.SweepList {
+		// The exception worth a look: the sweep read every object again.
+		lines = append(lines, "  the catch-up sweep listed every object again: "+s.SweepReason)
+	}
 	for _, f := range s.Failures {
 		lines = append(lines, "  failed: "+f.String())
 	}

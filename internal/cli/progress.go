@@ -238,6 +238,7 @@ type progressRecord struct {
 	CatchUp          bool    `json:"catchUp"`
 	CompactionWait   string  `json:"compactionWait,omitempty"`
 	CaughtUp         int64   `json:"caughtUp"`
+	Sweep            string  `json:"sweep,omitempty"`
 	Writers          int     `json:"writers"`
 	ObjectsPerSecond float64 `json:"objectsPerSecond"`
 	ETASeconds       float64 `json:"etaSeconds"`
@@ -249,6 +250,7 @@ func progressRecordOf(name string, p migration.Progress, f figures, elapsed time
 	return progressRecord{
 		CRD: name, Done: f.Done, Total: f.Total, Percent: round(f.Percent), Listed: p.Listed,
 		Rewritten: p.Rewritten, Skipped: p.Skipped, Failed: p.Failed, CatchUp: p.CatchUp, CompactionWait: p.CompactionWait, CaughtUp: p.CaughtUp,
+		Sweep:   string(p.SweepMode),
 		Writers: p.Writers, ObjectsPerSecond: round(f.Rate), ETASeconds: f.ETA.Seconds(), ElapsedSeconds: round(elapsed.Seconds()),
 	}
 }

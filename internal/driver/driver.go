@@ -334,7 +334,7 @@ func (d *Driver) take(ctx context.Context, g *run, s graduation.Step) error {
 	done := []any{"duration", d.now().Sub(start).Round(time.Millisecond), "succeeded", err == nil}
 	if r := g.policy.Status.Migration; s.Action == graduation.ActionMigrate && r != nil {
 		done = append(done, "listed", r.Listed, "rewritten", r.Rewritten, "skipped", r.Skipped, "failed", r.Failed,
-			"caughtUp", r.CaughtUp)
+			"caughtUp", r.CaughtUp, "sweep", r.Sweep)
 	}
 	if s.Action == graduation.ActionPreflight && g.preflight != nil {
 		done = append(done, "passed", g.preflight.Passed, "reason", g.preflight.Reason)

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -229,6 +230,7 @@ func progressOf(r *graduatorv1alpha1.MigrationStatus) migration.Progress {
 		Failed:            r.Failed,
 		Written:           r.WrittenRanges,
 	}
+	p.SweepMode, p.SweepReason = sweepFrom(r.Sweep)
 	for _, f := range r.Failures {
 		p.Failures = append(p.Failures, migration.Failure{Namespace: f.Namespace, Name: f.Name, Reason: f.Reason})
 	}
@@ -243,6 +245,7 @@ func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) 
 	r.ResourceVersion = p.Checkpoint
 	r.ContinueToken = p.Continue
 	r.CatchUp, r.CatchUpResourceVersion, r.CaughtUp = p.CatchUp, p.CatchUpCheckpoint, p.CaughtUp
+	r.Sweep = sweepOf(p)
 	r.Writers, r.WritersReason = int32(p.Writers), string(p.WritersReason)
 	r.Listed, r.Rewritten, r.Skipped, r.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
 	r.Progress = fmt.Sprintf("%d/%d", p.Done(), p.Listed)
@@ -256,6 +259,27 @@ func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) 
 		}
 		r.Failures = append(r.Failures, graduatorv1alpha1.MigrationFailure{Namespace: f.Namespace, Name: f.Name, Reason: reason})
 	}
+}
+
+// maxSweep keeps the sweep's reason within the status field's bound.
+const maxSweep = 512
+
+// sweepOf is Progress.SweepMode and its reason as the status says them.
+func sweepOf(p migration.Progress) string {
+	if p.SweepMode == "" {
+		return ""
+	}
+	s := string(p.SweepMode) + ": " + p.SweepReason
+	if len(s) > maxSweep {
+		s = s[:maxSweep-3] + "..."
+	}
+	return s
+}
+
+// sweepFrom reads sweepOf's text back.
+func sweepFrom(s string) (migration.SweepMode, string) {
+	mode, reason, _ := strings.Cut(s, ": ")
+	return migration.SweepMode(mode), reason
 }
 
 // runningMigrations holds the cancel function of each policy's running

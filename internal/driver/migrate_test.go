@@ -17,12 +17,14 @@ limitations under the License.
 package driver
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/migration"
 )
 
 func TestNextRun(t *testing.T) {
@@ -59,6 +61,41 @@ func TestNextRun(t *testing.T) {
 			if got.CRDGeneration != 3 || got.StorageVersion != "v2" || got.StartedAt != &started || got.ContinueToken != "" ||
 				got.CatchUp || got.Listed != 0 || got.Failed != 0 || got.CompletedAt != nil {
 				t.Errorf("a new run must start its pass and counts afresh: %+v", got)
+			}
+		})
+	}
+}
+
+// The sweep's way travels through the policy status (the CLI reads its
+// result from there): what the engine said is what the status gives back.
+func TestSweepSurvivesTheStatus(t *testing.T) {
+	long := strings.Repeat("x", 600)
+	for _, tc := range []struct {
+		name           string
+		mode           migration.SweepMode
+		reason         string
+		status         string
+		wantMode       migration.SweepMode
+		wantReasonHead string
+	}{
+		{"not started", "", "", "", "", ""},
+		{"watch", migration.SweepWatch, "the watch from the checkpoint saw every write up to revision 9",
+			"watch: the watch from the checkpoint saw every write up to revision 9", migration.SweepWatch, "the watch from"},
+		{"list, a reason with a colon", migration.SweepList, "no permission to watch: forbidden",
+			"list: no permission to watch: forbidden", migration.SweepList, "no permission to watch: forbidden"},
+		{"a long reason is cut to the field's bound", migration.SweepList, long, "", migration.SweepList, "xxx"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := sweepOf(migration.Progress{SweepMode: tc.mode, SweepReason: tc.reason})
+			if tc.status != "" && got != tc.status {
+				t.Errorf("sweepOf = %q, want %q", got, tc.status)
+			}
+			if len(got) > maxSweep {
+				t.Errorf("sweepOf is %d bytes, more than the status field's %d", len(got), maxSweep)
+			}
+			mode, reason := sweepFrom(got)
+			if mode != tc.wantMode || !strings.HasPrefix(reason, tc.wantReasonHead) {
+				t.Errorf("sweepFrom(%q) = %q, %q; want %q, %q...", got, mode, reason, tc.wantMode, tc.wantReasonHead)
 			}
 		})
 	}

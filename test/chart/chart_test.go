@@ -175,7 +175,7 @@ func reaches(rule rbacv1.PolicyRule, group, resource string) bool {
 
 func TestRBACScope(t *testing.T) {
 	rule := func(group string) rbacv1.PolicyRule {
-		return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch"}}
+		return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch", "watch"}}
 	}
 	for _, tc := range []struct {
 		name         string
@@ -184,7 +184,7 @@ func TestRBACScope(t *testing.T) {
 		secretsReach bool
 	}{
 		{"by default nothing can be migrated", nil, nil, false},
-		{"each granted group gets get, list, patch on every resource",
+		{"each granted group gets get, list, patch, watch on every resource",
 			[]string{"rbac.migrateGroups={a.example.com,b.example.com}"}, []rbacv1.PolicyRule{rule("a.example.com"), rule("b.example.com")}, false},
 		{"allGroups is every group, Secrets included: an explicit opt-in",
 			[]string{"rbac.allGroups=true"}, []rbacv1.PolicyRule{rule("*")}, true},

@@ -72,6 +72,7 @@ var _ = Describe("A policy in GitOps mode", func() {
 		Expect(policy.Status.Migration).NotTo(BeNil())
 		Expect(policy.Status.Migration.Failed).To(BeZero())
 		Expect(policy.Status.Migration.Rewritten + policy.Status.Migration.Skipped).To(BeEquivalentTo(60))
+		Expect(policy.Status.Migration.Sweep).To(HavePrefix("watch: "), "the catch-up sweep read nothing again")
 
 		By("advising the next Git change instead of making it")
 		Eventually(policyCondition(ctx, crd.Name, graduatorv1alpha1.ConditionVersionsRetired)).WithTimeout(30 * time.Second).

@@ -90,9 +90,11 @@ var _ = Describe("The graduator CLI", Ordered, func() {
 			Listed, Rewritten, Failed int64
 			Complete, Pruned          bool
 			StoredVersions            []string
+			Sweep, SweepReason        string
 		}
 		Expect(json.Unmarshal(session.Out.Contents(), &summary)).To(Succeed())
 		Expect(summary.Complete).To(BeTrue())
+		Expect(summary.Sweep).To(Equal("watch"), "the catch-up sweep went by its watch: %s", summary.SweepReason)
 		Expect(summary.Listed).To(BeEquivalentTo(n))
 		Expect(summary.Rewritten).To(BeEquivalentTo(n))
 		Expect(summary.Pruned).To(BeTrue())

@@ -30,6 +30,7 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,31 +71,21 @@ var _ = Describe("The invariant: nothing counts as migrated unless the API serve
 		Expect(counts).To(Equal(map[string]int{group + "/v1": n}), "etcd holds every object at v1")
 	})
 
-	It("catches up objects an API server wrote in the old version while the run went on", func(ctx SpecContext) {
-		const n = 400
+	It("catches up objects an API server wrote in the old version while the run went on, from its watch, without listing them again", func(ctx SpecContext) {
+		const n, pageSize = 400, 50
 		f := newFixture(ctx, n)
 		f.switchStorage(ctx)
-		late := map[string]bool{}
+		var lists envtestutil.ListRecorder
+		recorded, err := dynamic.NewForConfig(lists.Config(cfg))
+		Expect(err).NotTo(HaveOccurred())
+		var late map[string]bool
 		var once sync.Once
-		result, err := migration.Run(ctx, dyn, migration.Options{
-			Resource: f.v2, PageSize: 50, Concurrency: 2,
+		result, err := migration.Run(ctx, recorded, migration.Options{
+			Resource: f.v2, PageSize: pageSize, Concurrency: 2,
 			OnProgress: func(migration.Progress) {
-				once.Do(func() {
-					// An API server of an HA control plane that still takes v1
-					// for the storage version writes objects of a later page:
-					// etcd gets v1 bytes at a revision newer than the checkpoint.
-					for i := 361; i < 400; i += 2 {
-						ns, name := key(i)
-						k := fmt.Sprintf("%s/%s/widgets/%s/%s", etcd.Prefix, f.group, ns, name)
-						got, err := etcd.Client().Get(ctx, k)
-						Expect(err).NotTo(HaveOccurred())
-						Expect(got.Kvs).To(HaveLen(1))
-						Expect(string(got.Kvs[0].Value)).To(ContainSubstring(`"apiVersion":"` + f.group + `/v1"`))
-						_, err = etcd.Client().Put(ctx, k, string(got.Kvs[0].Value))
-						Expect(err).NotTo(HaveOccurred())
-						late[ns+"/"+name] = true
-					}
-				})
+				// An API server of an HA control plane that still takes v1
+				// for the storage version writes objects of a later page.
+				once.Do(func() { late = f.writeInOldVersion(ctx, 361, 400) })
 			},
 		})
 		Expect(err).NotTo(HaveOccurred())
@@ -104,6 +95,17 @@ var _ = Describe("The invariant: nothing counts as migrated unless the API serve
 		Expect(f.storedCounts(ctx)).To(Equal(map[string]int{f.group + "/v2": n}), "etcd holds every object at v2")
 		Expect(result.CaughtUp).To(BeNumerically(">=", len(late)), "the sweep rewrote the objects written late")
 		Expect(result.CaughtUp).To(BeNumerically("<", n/4), "and only those: the run's own writes are not written again")
+
+		Expect(result.SweepMode).To(Equal(migration.SweepWatch), result.SweepReason)
+		Expect(result.SweepReason).To(ContainSubstring("the watch from the checkpoint saw every write"))
+		listings := 0
+		for _, call := range lists.Of("widgets") {
+			if !strings.Contains(call.Path, "/namespaces/") && call.Continue == "" {
+				listings++
+			}
+		}
+		Expect(listings).To(Equal(1), "the population is listed once, by the main pass: %v", lists.Of("widgets"))
+		Expect(len(lists.Of("widgets"))).To(BeNumerically("<=", n/pageSize+2), "a page each, and one empty read of the current revision")
 	})
 
 	It("backs off when the API server throttles: the writer limit and the request rate drop, and every object is done", func(ctx SpecContext) {

@@ -150,6 +150,26 @@ func (f *fixture) storedCounts(ctx context.Context) map[string]int {
 	return counts
 }
 
+// writeInOldVersion writes objects from..to-1 (every other one) again in
+// etcd as they are, stored at v1, as an API server that still takes v1 for
+// the storage version would: etcd gets v1 bytes at a new revision. It
+// returns their keys.
+func (f *fixture) writeInOldVersion(ctx context.Context, from, to int) map[string]bool {
+	written := map[string]bool{}
+	for i := from; i < to; i += 2 {
+		ns, name := key(i)
+		k := fmt.Sprintf("%s/%s/widgets/%s/%s", etcd.Prefix, f.group, ns, name)
+		got, err := etcd.Client().Get(ctx, k)
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		ExpectWithOffset(1, got.Kvs).To(HaveLen(1))
+		ExpectWithOffset(1, string(got.Kvs[0].Value)).To(ContainSubstring(`"apiVersion":"` + f.group + `/v1"`))
+		_, err = etcd.Client().Put(ctx, k, string(got.Kvs[0].Value))
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+		written[ns+"/"+name] = true
+	}
+	return written
+}
+
 // listRecorder records the continue token of every LIST of widgets.
 type listRecorder struct{ envtestutil.ListRecorder }
 
