@@ -534,8 +534,10 @@ type MigrationStatus struct {
 	// their share, or waiting after a throttle), BackingOff (halved after a
 	// 429, 5xx, timeout or a collapse of the server's throughput), Yielding
 	// (came down: other clients wrote less than 57% of their rate without
-	// the migration), Pausing (paused a moment to measure the other clients
-	// alone) or Fixed.
+	// the migration), Queueing (came down: while other clients wrote, the
+	// migration's own writes took more than 1.7 times as long as one write
+	// alone), Pausing (paused a moment to measure the other clients alone)
+	// or Fixed.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	WritersReason string `json:"writersReason,omitempty"`
