@@ -178,7 +178,12 @@ type simRun []sample
 // the engine always has objects to write, so it keeps as many writes in
 // flight as the limiter allows; each completes after the server's latency
 // at the moment it was sent. The foreground's writes are counted as a
-// fluid at the rate the writes in flight at each moment allow.
+// fluid at the rate the writes in flight at each moment allow. A paced
+// client's writes are sampled too, one every 1/paced s: each takes the
+// latency of the server's queue at the moment it is sent (the fixed point
+// of Little's law, the queue shared by every request in flight), give or
+// take a fifth, beside the engine and as it would alone, so that their p99
+// over a run follows where the limit went, the probes above it included.
 func simulate(ctx context.Context, server simServer, priority Priority, d time.Duration, from ...LimitState) simRun {
 	GinkgoHelper()
 	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
