@@ -96,6 +96,7 @@ type politeResults struct {
 	idleRate, idlePaused    []float64
 	kept, beside            map[int][]float64
 	pacedKept, pacedP99     []float64
+	pacedSettledP99         []float64
 	pacedEngine             []float64
 	alone8, sharing8        latencies
 	pacedAlone, pacedDuring latencies
@@ -124,13 +125,14 @@ func (b *bench) politeRound(ctx context.Context, id identity, fg schema.GroupVer
 		r.kept[writers] = append(r.kept[writers], k)
 		r.beside[writers] = append(r.beside[writers], engineRate/idle)
 	}
-	rateKept, p99, engineRate, err := b.besidePaced(ctx, id, fg, round, &r.pacedAlone, &r.pacedDuring)
+	f, err := b.besidePaced(ctx, id, fg, round, &r.pacedAlone, &r.pacedDuring)
 	if err != nil {
 		return err
 	}
-	r.pacedKept = append(r.pacedKept, rateKept)
-	r.pacedEngine = append(r.pacedEngine, engineRate/idle)
-	r.pacedP99 = append(r.pacedP99, p99)
+	r.pacedKept = append(r.pacedKept, f.kept)
+	r.pacedEngine = append(r.pacedEngine, f.engineRate/idle)
+	r.pacedP99 = append(r.pacedP99, f.p99)
+	r.pacedSettledP99 = append(r.pacedSettledP99, f.settledP99)
 	return nil
 }
 
@@ -144,6 +146,7 @@ func (r *politeResults) print(identity string, rounds int) {
 	fmt.Printf("8-writer foreground write latency alone: %s; while the engine migrates: %s\n", &r.alone8, &r.sharing8)
 	fmt.Printf("paced client (%d writes/s) kept: %s; %s; p99 during / alone, each round: %s; the engine beside it at %s of its idle rate (%s)\n",
 		openLoopRate, percents(r.pacedKept), median(r.pacedKept), ratios(r.pacedP99), percents(r.pacedEngine), median(r.pacedEngine))
+	fmt.Printf("paced client p99 during / alone, its writes sent after the engine's first pause only: %s\n", ratios(r.pacedSettledP99))
 	fmt.Printf("paced client latency alone: %s; while the engine migrates: %s\n", &r.pacedAlone, &r.pacedDuring)
 }
 
@@ -240,18 +243,28 @@ func (b *bench) besideClosedLoop(ctx context.Context, id identity, fg schema.Gro
 // openLoopRate is the paced client's writes per second.
 const openLoopRate = 100
 
+// pacedFigures are what a paced client's run beside the engine measured.
+type pacedFigures struct {
+	// kept is the share of its rate it kept; p99 its p99 latency during
+	// the migration against alone, and settledP99 the same over its writes
+	// sent after the engine's first pause (until then the engine writes
+	// at its first limit, knowing nothing of the others).
+	kept, p99, settledP99 float64
+	// engineRate is the engine's objects per second.
+	engineRate float64
+}
+
 // besidePaced sends openLoopRate writes a second to fg, whatever their
 // latency (as a controller reacting to events does), alone and then while
-// the engine migrates N small objects: the share of its rate it kept, its
-// p99 latency during against alone, and the engine's rate. Its latencies
-// are added to alone and sharing.
-func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVersionResource, round int, alone, sharing *latencies) (float64, float64, float64, error) {
+// the engine migrates N small objects. Its latencies are added to alone
+// and sharing.
+func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVersionResource, round int, alone, sharing *latencies) (pacedFigures, error) {
 	fctx, cancel := context.WithTimeout(ctx, b.opts.politeFor)
 	solo := &latencies{}
 	sent, err := paced(fctx, id.foregroundDyn, fg, solo)
 	cancel()
 	if err != nil {
-		return 0, 0, 0, err
+		return pacedFigures{}, err
 	}
 	for _, d := range solo.d {
 		alone.add(d)
@@ -259,7 +272,7 @@ func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVer
 	fmt.Printf("paced client alone: %d writes over %s\n", sent, b.opts.politeFor)
 	gvr, err := b.population(ctx, b.opts.n, smallNotes)
 	if err != nil {
-		return 0, 0, 0, err
+		return pacedFigures{}, err
 	}
 	fctx, cancel = context.WithCancel(ctx)
 	t := newTrace(migration.InitialLimit)
@@ -278,10 +291,10 @@ func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVer
 	cancel()
 	<-done
 	if engineErr != nil {
-		return 0, 0, 0, fmt.Errorf("engine: %w", engineErr)
+		return pacedFigures{}, fmt.Errorf("engine: %w", engineErr)
 	}
 	if fgErr != nil {
-		return 0, 0, 0, fmt.Errorf("paced client: %w", fgErr)
+		return pacedFigures{}, fmt.Errorf("paced client: %w", fgErr)
 	}
 	for _, d := range during.d {
 		sharing.add(d)
@@ -292,13 +305,19 @@ func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVer
 	fmt.Printf("paced client while the engine migrates: %.0f writes/s acknowledged over %s; latency %s (alone %s)\n",
 		acked, elapsed.Round(time.Millisecond), during, solo)
 	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n", "engine (defaults) meanwhile", engineRate, t, pauses, 100*share)
-	p99 := during.quantile(0.99).Seconds() / solo.quantile(0.99).Seconds()
+	f := pacedFigures{kept: acked / openLoopRate, engineRate: engineRate,
+		p99: during.quantile(0.99).Seconds() / solo.quantile(0.99).Seconds()}
+	if first := t.firstPause(); first >= 0 {
+		settled := during.sentFrom(first)
+		f.settledP99 = settled.quantile(0.99).Seconds() / solo.quantile(0.99).Seconds()
+		fmt.Printf("paced client, its writes sent after the engine's first pause (at %s): latency %s\n", first.Round(time.Millisecond), settled)
+	}
 	if round == 0 {
 		if err := b.pacedPlots("polite-"+id.name+"-paced", fmt.Sprintf("%s: a client paced at %d writes/s beside the engine", id.name, openLoopRate), t, during, solo); err != nil {
-			return 0, 0, 0, err
+			return pacedFigures{}, err
 		}
 	}
-	return acked / openLoopRate, p99, engineRate, b.drop(ctx, gvr.Group)
+	return f, b.drop(ctx, gvr.Group)
 }
 
 // paced sends openLoopRate writes a second to the foreground objects until
@@ -362,6 +381,19 @@ func (l *latencies) add(d time.Duration) {
 	if !l.start.IsZero() {
 		l.at = append(l.at, time.Since(l.start))
 	}
+}
+
+// sentFrom is the latencies of the writes sent at or after from.
+func (l *latencies) sentFrom(from time.Duration) *latencies {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := &latencies{}
+	for i, at := range l.at {
+		if at-l.d[i] >= from {
+			out.d = append(out.d, l.d[i])
+		}
+	}
+	return out
 }
 
 // overTime is the q-quantile of the latencies acknowledged in each bucket

@@ -194,3 +194,15 @@ func (t *trace) paused() (float64, int) {
 	}
 	return in.Seconds() / t.end.Seconds(), n
 }
+
+// firstPause is when the engine first paused, or -1 if it never did.
+func (t *trace) firstPause() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.limits {
+		if l.reason == migration.LimitPausing {
+			return l.at
+		}
+	}
+	return -1
+}
