@@ -37,15 +37,18 @@ import (
 //     finish, waits pauseLength, and sends one write; the revisions between
 //     its last write before the pause and that one are the others' writes
 //     alone (a Paused Window).
-//   - While the engine writes, each window compares the others' rate with
-//     their rate alone. Below keptMin of it the limit comes down (reason
-//     Yielding) to where the others would keep keptTarget; while they keep
-//     more than that, it steps up. The step is sized by the model of
-//     requests sharing a server: beside the engine's L writers the others
+//   - While the engine writes, the windows at one limit compare the others'
+//     rate with their rate alone. Below keptMin of it the limit comes down
+//     (reason Yielding) to where the others would keep keptTarget; while
+//     they keep more than that, it steps up. The step is sized by the model
+//     of requests sharing a server: beside the engine's L writers the others
 //     keep 1/(1 + kL) of their rate, whatever k is (their number, the cost
-//     of the engine's writes against theirs), so one window tells where the
-//     target lies. A client that writes at a fixed pace keeps its rate and
-//     costs the engine nothing.
+//     of the engine's writes against theirs), so the windows tell where the
+//     target lies.
+//   - A client that writes at its own pace keeps its rate, but its writes
+//     wait in the same queue as the engine's: the engine's own write
+//     latency against its latency alone (the pause's write) judges that
+//     (reason Queueing; verdict.go). The stricter of the two wins.
 //   - When the others write under a tenth of the engine's rate alone
 //     (leases, events), the server is idle and Background is Full.
 //   - Until a pause has measured the others, Background holds its first
@@ -112,8 +115,9 @@ type Priority string
 const (
 	// PriorityBackground keeps other clients' write rate at 55% or more of
 	// their rate without the migration, measured by pausing it briefly now
-	// and then; on a server others barely write to, it is PriorityFull. The
-	// default.
+	// and then, and its own write latency within 1.7 times its latency
+	// alone (every client's writes wait in that queue); on a server others
+	// barely write to, it is PriorityFull. The default.
 	PriorityBackground Priority = "Background"
 	// PriorityFull takes the server's full speed, for maintenance windows:
 	// the limit climbs to Concurrency and comes down only when the server
@@ -136,6 +140,10 @@ const (
 	// LimitYielding: other clients wrote less than 57% of their rate alone,
 	// and the limit came down.
 	LimitYielding LimitReason = "Yielding"
+	// LimitQueueing: while other clients wrote, the engine's own writes took
+	// more than 1.7 times as long as one write of its alone (every client's
+	// writes wait in that queue), and the limit came down.
+	LimitQueueing LimitReason = "Queueing"
 	// LimitPausing: the engine paused its writes for a moment to measure the
 	// other clients' write rate alone.
 	LimitPausing LimitReason = "Pausing"
@@ -231,6 +239,14 @@ type LimitState struct {
 	Measured    bool
 	Alone, Last float64
 	Idle        bool
+	// Base is the engine's write latency alone: the pauses' write, sent
+	// with no other write of its own in flight, the mean of the last
+	// basePauses (one write is noisier than a window of them); 0 until a
+	// pause measured it. BasePauses counts the pauses it is the mean of.
+	Base       time.Duration
+	BasePauses int
+	// AtLimit is what the windows at the current limit measured.
+	AtLimit AtLimit
 	// PauseEvery is how long after the last pause the next one is due: 0
 	// at once, below 0 never.
 	PauseEvery time.Duration
@@ -254,6 +270,14 @@ func (s LimitState) collapsed(w Window) bool {
 // NextLimit is the limiter's rule, a pure function: the state after a
 // window measured at s.Limit (or while paused), bounded by [1, maxLimit].
 func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitState {
+	next := nextLimit(s, w, priority, maxLimit)
+	if next.Limit != s.Limit {
+		next.AtLimit = AtLimit{} // the windows measured the old limit
+	}
+	return next
+}
+
+func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitState {
 	switch {
 	case w.Throttled:
 		return s.backOff(maxLimit)
@@ -285,18 +309,17 @@ func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 		s.Reason = LimitHolding // nothing to judge by yet
 		return s
 	}
-	kept := min(1, w.Others()/s.Alone)
-	writers := float64(s.Limit)
-	if w.Writers > 0 {
-		writers = min(writers, w.Writers) // the engine may not fill its slots
+	s.AtLimit = s.AtLimit.add(w, s.Limit)
+	v := judge(s.AtLimit, s.Alone, s.Base)
+	if s.AtLimit.Windows < minJudged && !v.severe {
+		return s // one window at a limit is the server's swing as much as the engine's
 	}
-	target := targetWriters(writers, kept)
-	if kept < keptMin {
-		s.Limit = max(1, min(s.Limit-1, int(max(target, writers/2))))
-		s.Reason = LimitYielding
+	if v.harmed() {
+		s.Limit = max(1, min(s.Limit-1, int(max(v.writers, s.AtLimit.Writers/2))))
+		s.Reason = v.reason
 		return s
 	}
-	return s.climb(int(target), maxLimit, false)
+	return s.climb(int(v.writers+0.5), maxLimit, false)
 }
 
 // targetWriters is where the others would keep keptTarget of their rate
@@ -349,6 +372,10 @@ func (s LimitState) paused(w Window, priority Priority) LimitState {
 		s.Alone = (alone + s.Last) / 2
 	}
 	s.Measured, s.Last = true, alone
+	if w.Latency > 0 {
+		s.BasePauses = min(s.BasePauses+1, basePauses)
+		s.Base += (w.Latency - s.Base) / time.Duration(s.BasePauses)
+	}
 	wasIdle := s.Idle
 	s.Idle = alone < idleOthers*s.Rate
 	switch {
@@ -679,7 +706,7 @@ func (l *limiter) endPause(now time.Time, s Signal) {
 	case s.Throttled:
 		l.decide(now, Window{Start: now, End: now, Throttled: true})
 	case s.Revision > l.pauseFrom && l.pauseFrom > 0:
-		l.decide(now, Window{Start: l.pauseStart, End: now, Paused: true, Writes: 1,
+		l.decide(now, Window{Start: l.pauseStart, End: now, Paused: true, Writes: 1, Latency: s.Latency,
 			Stored: int64(s.Revision - l.pauseFrom), OwnStored: 1})
 	default:
 		// Nothing stored: no measure this time; the next pause is due

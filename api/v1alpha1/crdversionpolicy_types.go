@@ -55,12 +55,19 @@ const FleetLabel = "graduator.io/fleet"
 type Priority string
 
 const (
-	// PriorityBackground keeps other clients' write rate at 55% or more of
-	// what they write without the migration, measured by pausing it for a
-	// quarter of a second now and then; a client that writes at its own pace
-	// and keeps it costs the migration nothing. On an API server other
-	// clients barely write to, it is Full. Readers are invisible to it: API
-	// Priority and Fairness arbitrates them. The default.
+	// PriorityBackground is polite to the other clients that write while it
+	// runs. It watches two things: their write rate (counted by etcd's
+	// revision), kept at 55% or more of what they write without the
+	// migration, measured by pausing it for a quarter of a second now and
+	// then; and its own write latency, kept within 1.7 times the latency of
+	// one write of its alone, so that a client writing at its own pace does
+	// not wait long behind it (every client's writes wait in the same
+	// queue). On an API server other clients barely write to, it is Full.
+	// It cannot see readers (a LIST is not counted by etcd's revision) nor
+	// writes to another etcd: API Priority and Fairness (the chart's
+	// FlowSchema and PriorityLevelConfiguration) arbitrates those, by
+	// bounding the migration's requests in flight, not the CPU they take.
+	// The default.
 	PriorityBackground Priority = "Background"
 	// PriorityFull takes the server's full speed, for maintenance windows:
 	// writers climb to concurrency and come down only when the server
@@ -316,12 +323,17 @@ type MigrationSettings struct {
 	// +kubebuilder:default=Object
 	WriteTo WriteTarget `json:"writeTo,omitempty"`
 	// Priority is how much of the API server the migration takes.
-	// Background (the default) is polite: other clients keep 55% or more of
-	// the write rate they have without the migration (measured by pausing it
-	// briefly now and then), and on a server others barely write to it is
-	// Full. Full takes the server's full speed (writers climb to
-	// concurrency), for maintenance windows: other clients then keep only
-	// what the API server's Priority and Fairness leaves them.
+	// Background (the default) is polite: while others write, they keep 55%
+	// or more of the write rate they have without the migration (measured
+	// by pausing it briefly now and then), and the migration's own write
+	// latency stays within 1.7 times its latency alone (a client that
+	// writes at its own pace waits behind the migration's writes); on a
+	// server others barely write to it is Full. It sees writes to its etcd,
+	// not readers nor other etcds: the API server's Priority and Fairness
+	// (the chart's FlowSchema and PriorityLevelConfiguration) bounds its
+	// requests in flight against those. Full takes the server's full speed
+	// (writers climb to concurrency), for maintenance windows: other
+	// clients then keep only what Priority and Fairness leaves them.
 	// +optional
 	// +kubebuilder:default=Background
 	Priority Priority `json:"priority,omitempty"`
@@ -531,8 +543,10 @@ type MigrationStatus struct {
 	// their share, or waiting after a throttle), BackingOff (halved after a
 	// 429, 5xx, timeout or a collapse of the server's throughput), Yielding
 	// (came down: other clients wrote less than 57% of their rate without
-	// the migration), Pausing (paused a moment to measure the other clients
-	// alone) or Fixed.
+	// the migration), Queueing (came down: while other clients wrote, the
+	// migration's own writes took more than 1.7 times as long as one write
+	// alone), Pausing (paused a moment to measure the other clients alone)
+	// or Fixed.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	WritersReason string `json:"writersReason,omitempty"`

@@ -162,7 +162,7 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 		"Where the no-op writes go: Object, or Status (the /status subresource) for CRDs whose admission webhooks reject no-op writes to the object.")
 	cmd.Flags().StringVar(&o.priority, "priority", o.priority,
 		"background keeps other clients' write rate at 55% or more of their rate without the migration (measured by "+
-			"pausing it briefly now and then), and takes the server's full speed when they barely write; full takes the "+
+			"pausing it briefly now and then) and its own write latency within 1.7x of one write alone, and takes the server's full speed when they barely write; full takes the "+
 			"server's full speed up to --concurrency, for maintenance windows, at other clients' expense.")
 	cmd.Flags().StringVar(&o.etcdQuota, "etcd-quota", "",
 		"etcd's space quota (its --quota-backend-bytes, such as 8Gi): the migration then lets the database grow to 3/4 of it between compactions. Not told, etcd's default 2Gi is assumed: tell it if your cluster lowered it.")

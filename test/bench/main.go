@@ -37,6 +37,11 @@ limitations under the License.
 //     the engine's rate beside them); then a client paced at 100 writes/s,
 //     alone and during a migration (its rate, its p99 latency, the
 //     engine's rate beside it). The ratios are taken within each round.
+//     Each round runs in each identity of -polite-identities: admin
+//     (everyone system:masters, which API Priority and Fairness exempts)
+//     and serviceaccount (the engine as the chart's ServiceAccount, under
+//     the chart's FlowSchema and PriorityLevelConfiguration rendered by
+//     helm; the other clients an ordinary user).
 //   - intree: the in-tree StorageVersionMigration (kube-controller-manager's
 //     migrator, started for the section) against the engine at its
 //     defaults, on N small objects each round.
@@ -107,6 +112,7 @@ type options struct {
 	bigRSSFactor  int
 	bigBytes      int
 	politeFor     time.Duration
+	identities    []string
 	crdCounts     []int
 	crdSchemaKB   int
 	crdBudget     time.Duration
@@ -142,6 +148,7 @@ func main() {
 	flag.IntVar(&o.bigRSSFactor, "big-rss-factor", 2, "rss section: the peak RSS of big objects is measured at N and at this many times N.")
 	flag.IntVar(&o.bigBytes, "big-bytes", 16<<10, "big section: the size of spec.notes of the big objects, in bytes.")
 	flag.DurationVar(&o.politeFor, "polite-for", 20*time.Second, "polite section: how long the foreground client runs alone.")
+	identities := flag.String("polite-identities", strings.Join(allIdentities, ","), "polite section: the identities it runs in, each round: admin (everyone system:masters, exempt from API Priority and Fairness), serviceaccount (the engine as the chart's ServiceAccount under its FlowSchema and PriorityLevelConfiguration, the other clients an ordinary user; needs helm, `make helm`).")
 	flag.IntVar(&o.crdSchemaKB, "crd-schema-kb", 250, "crds section: the size of each CRD's schema, in KiB.")
 	flag.DurationVar(&o.crdBudget, "crd-budget", 5*time.Minute, "crds section: the time allowed for creating the CRDs; fewer are measured if it runs out.")
 	flag.DurationVar(&o.crdSettle, "crd-settle", 20*time.Second, "crds section: how long the manager's RSS must stay flat (within 2%) after its caches synced.")
@@ -178,6 +185,13 @@ func main() {
 			os.Exit(2)
 		}
 		o.sections = append(o.sections, s)
+	}
+	for s := range strings.SplitSeq(*identities, ",") {
+		if s = strings.TrimSpace(s); !slices.Contains(allIdentities, s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown identity %q (known: %s)\n", s, strings.Join(allIdentities, ", "))
+			os.Exit(2)
+		}
+		o.identities = append(o.identities, s)
 	}
 	if o.rounds < 1 || o.n < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -n and -rounds must be at least 1")

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -93,6 +94,25 @@ func (b *bench) timelinePlots(name, title string, t *trace, foreground *counter)
 		rates = append(rates, series{name: "foreground, writes/s", xy: foreground.rates()})
 	}
 	if err := savePlot(b.opts.plots, name+"-rate.png", title+": rates", "seconds", "per second", rates...); err != nil {
+		return err
+	}
+	return savePlot(b.opts.plots, name+"-limit.png", title+": the engine's writer limit", "seconds", "writers allowed in flight",
+		series{name: "limit", xy: t.steps()})
+}
+
+// pacedPlots draws the paced client's latency over a run beside the engine
+// (the p50 and the highest of each half second, and its p99 alone as a
+// line), and the engine's limit meanwhile.
+func (b *bench) pacedPlots(name, title string, t *trace, during, alone *latencies) error {
+	aloneP99 := float64(alone.quantile(0.99)) / float64(time.Millisecond)
+	p50, most := during.overTime(0.5), during.overTime(1)
+	var flat plotter.XYs
+	if len(most) > 0 {
+		flat = plotter.XYs{{X: 0, Y: aloneP99}, {X: most[len(most)-1].X, Y: aloneP99}}
+	}
+	if err := savePlot(b.opts.plots, name+"-latency.png", title+": its write latency", "seconds", "milliseconds",
+		series{name: "p50 each half second", xy: p50}, series{name: "highest each half second", xy: most},
+		series{name: "p99 alone", xy: flat}); err != nil {
 		return err
 	}
 	return savePlot(b.opts.plots, name+"-limit.png", title+": the engine's writer limit", "seconds", "writers allowed in flight",

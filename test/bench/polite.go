@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gonum.org/v1/plot/plotter"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -44,18 +45,18 @@ const foregroundObjects = 64
 // writers) the one the targets and the plots are about.
 var foregroundSizes = []int{8, 1, 32}
 
-// polite measures, each round: the engine at its defaults on an idle server
-// (its rate, the share of the run it spent pausing); for each of
-// foregroundSizes, a closed-loop foreground client (writers merge-patching
-// their own objects of another CRD in a loop) alone, while the engine
-// migrates N small objects at its defaults, and alone again; then a client
-// paced at openLoopRate writes a second, alone and during a migration.
-// Every ratio is taken within its round; the summary gives the median and
-// range over the rounds.
+// polite measures, each round and in each identity (identity.go): the
+// engine at its defaults on an idle server (its rate, the share of the run
+// spent pausing); for each of foregroundSizes, a closed-loop foreground
+// client (writers merge-patching their own objects of another CRD in a
+// loop) alone, while the engine migrates N small objects at its defaults,
+// and alone again; then a client paced at openLoopRate writes a second,
+// alone and during a migration. Every ratio is taken within its round and
+// identity; the summary gives each round's figures and their median.
 func (b *bench) polite(ctx context.Context) error {
 	n := b.opts.n
-	fmt.Printf("\n== politeness: closed-loop foregrounds of %v writers and a client paced at %d writes/s (merge patches to another CRD) vs the engine at its defaults, N=%d, %d rounds ==\n",
-		foregroundSizes, openLoopRate, n, b.opts.rounds)
+	fmt.Printf("\n== politeness: closed-loop foregrounds of %v writers and a client paced at %d writes/s (merge patches to another CRD) vs the engine at its defaults, N=%d, %d rounds, identities %v ==\n",
+		foregroundSizes, openLoopRate, n, b.opts.rounds, b.opts.identities)
 	b.groups++
 	fgGroup := fmt.Sprintf("fg%d.bench.graduator.io", b.groups)
 	fg, err := b.widgetCRD(ctx, fgGroup)
@@ -68,64 +69,96 @@ func (b *bench) polite(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	var (
-		idlePaused              []float64
-		kept                    = map[int][]float64{}
-		beside                  = map[int][]float64{}
-		pacedKept, pacedP99     []float64
-		pacedEngine             []float64
-		alone8, sharing8        latencies
-		pacedAlone, pacedDuring latencies
-	)
+	ids, err := b.identities(ctx)
+	if err != nil {
+		return err
+	}
+	results := make([]*politeResults, len(ids))
+	for i := range ids {
+		results[i] = newPoliteResults()
+	}
 	for round := range b.opts.rounds {
-		fmt.Printf("-- round %d --\n", round+1)
-		idle, share, err := b.politeIdle(ctx)
-		if err != nil {
-			return err
-		}
-		idlePaused = append(idlePaused, share)
-		for _, writers := range foregroundSizes {
-			alone, sharing := &latencies{}, &latencies{}
-			if writers == 8 {
-				alone, sharing = &alone8, &sharing8
+		for i, id := range ids {
+			fmt.Printf("-- round %d, identity %s --\n", round+1, id.name)
+			if err := b.politeRound(ctx, id, fg, round, results[i]); err != nil {
+				return fmt.Errorf("round %d, identity %s: %w", round+1, id.name, err)
 			}
-			k, engineRate, err := b.besideClosedLoop(ctx, fg, writers, round, alone, sharing)
-			if err != nil {
-				return err
-			}
-			kept[writers] = append(kept[writers], k)
-			beside[writers] = append(beside[writers], engineRate/idle)
 		}
-		rateKept, p99, engineRate, err := b.besidePaced(ctx, fg, &pacedAlone, &pacedDuring)
-		if err != nil {
-			return err
-		}
-		pacedKept = append(pacedKept, rateKept)
-		pacedEngine = append(pacedEngine, engineRate/idle)
-		pacedP99 = append(pacedP99, p99)
 	}
-	fmt.Printf("\n-- politeness, %d rounds (each ratio within its round) --\n", b.opts.rounds)
-	fmt.Printf("idle, the share of the run spent pausing: %s; %s\n", percents(idlePaused), median(idlePaused))
-	for _, writers := range foregroundSizes {
-		fmt.Printf("%2d-writer closed-loop foreground kept: %s; %s (least %.0f%%); the engine beside it at %s of its idle rate\n",
-			writers, percents(kept[writers]), median(kept[writers]), 100*slices.Min(kept[writers]), median(beside[writers]))
+	for i, id := range ids {
+		results[i].print(id.name, b.opts.rounds)
 	}
-	fmt.Printf("8-writer foreground write latency alone: %s; while the engine migrates: %s\n", &alone8, &sharing8)
-	fmt.Printf("paced client (%d writes/s) kept: %s; %s; p99 during / alone, each round: %s; the engine beside it at %s of its idle rate\n",
-		openLoopRate, percents(pacedKept), median(pacedKept), ratios(pacedP99), median(pacedEngine))
-	fmt.Printf("paced client latency alone: %s; while the engine migrates: %s\n", &pacedAlone, &pacedDuring)
 	return nil
+}
+
+// politeResults are one identity's figures, a value per round.
+type politeResults struct {
+	idleRate, idlePaused    []float64
+	kept, beside            map[int][]float64
+	pacedKept, pacedP99     []float64
+	pacedSettledP99         []float64
+	pacedEngine             []float64
+	alone8, sharing8        latencies
+	pacedAlone, pacedDuring latencies
+}
+
+func newPoliteResults() *politeResults {
+	return &politeResults{kept: map[int][]float64{}, beside: map[int][]float64{}}
+}
+
+// politeRound runs one round of the section in one identity.
+func (b *bench) politeRound(ctx context.Context, id identity, fg schema.GroupVersionResource, round int, r *politeResults) error {
+	idle, share, err := b.politeIdle(ctx, id)
+	if err != nil {
+		return err
+	}
+	r.idleRate, r.idlePaused = append(r.idleRate, idle), append(r.idlePaused, share)
+	for _, writers := range foregroundSizes {
+		alone, sharing := &latencies{}, &latencies{}
+		if writers == 8 {
+			alone, sharing = &r.alone8, &r.sharing8
+		}
+		k, engineRate, err := b.besideClosedLoop(ctx, id, fg, writers, round, alone, sharing)
+		if err != nil {
+			return err
+		}
+		r.kept[writers] = append(r.kept[writers], k)
+		r.beside[writers] = append(r.beside[writers], engineRate/idle)
+	}
+	f, err := b.besidePaced(ctx, id, fg, round, &r.pacedAlone, &r.pacedDuring)
+	if err != nil {
+		return err
+	}
+	r.pacedKept = append(r.pacedKept, f.kept)
+	r.pacedEngine = append(r.pacedEngine, f.engineRate/idle)
+	r.pacedP99 = append(r.pacedP99, f.p99)
+	r.pacedSettledP99 = append(r.pacedSettledP99, f.settledP99)
+	return nil
+}
+
+func (r *politeResults) print(identity string, rounds int) {
+	fmt.Printf("\n-- politeness, identity %s, %d rounds (each ratio within its round) --\n", identity, rounds)
+	fmt.Printf("idle, the engine's rate: %s objects/s; the share of the run spent pausing: %s; %s\n", counts(r.idleRate), percents(r.idlePaused), median(r.idlePaused))
+	for _, writers := range foregroundSizes {
+		fmt.Printf("%2d-writer closed-loop foreground kept: %s; %s (least %.0f%%); the engine beside it at %s of its idle rate (%s)\n",
+			writers, percents(r.kept[writers]), median(r.kept[writers]), 100*slices.Min(r.kept[writers]), percents(r.beside[writers]), median(r.beside[writers]))
+	}
+	fmt.Printf("8-writer foreground write latency alone: %s; while the engine migrates: %s\n", &r.alone8, &r.sharing8)
+	fmt.Printf("paced client (%d writes/s) kept: %s; %s; p99 during / alone, each round: %s; the engine beside it at %s of its idle rate (%s)\n",
+		openLoopRate, percents(r.pacedKept), median(r.pacedKept), ratios(r.pacedP99), percents(r.pacedEngine), median(r.pacedEngine))
+	fmt.Printf("paced client p99 during / alone, its writes sent after the engine's first pause only: %s\n", ratios(r.pacedSettledP99))
+	fmt.Printf("paced client latency alone: %s; while the engine migrates: %s\n", &r.pacedAlone, &r.pacedDuring)
 }
 
 // politeIdle migrates N small objects at the defaults on an otherwise idle
 // server: the engine's idle rate, and the share of the run spent pausing.
-func (b *bench) politeIdle(ctx context.Context) (float64, float64, error) {
+func (b *bench) politeIdle(ctx context.Context, id identity) (float64, float64, error) {
 	gvr, err := b.population(ctx, b.opts.n, smallNotes)
 	if err != nil {
 		return 0, 0, err
 	}
 	t := newTrace(migration.InitialLimit)
-	if err := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg})); err != nil {
+	if err := engine(ctx, id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine})); err != nil {
 		return 0, 0, fmt.Errorf("engine: %w", err)
 	}
 	t.done()
@@ -138,12 +171,12 @@ func (b *bench) politeIdle(ctx context.Context) (float64, float64, error) {
 // besideClosedLoop runs a closed-loop foreground of writers alone, while
 // the engine migrates N small objects at its defaults, and alone again: the
 // share of its rate alone it kept, and the engine's rate.
-func (b *bench) besideClosedLoop(ctx context.Context, fg schema.GroupVersionResource, writers, round int, alone, sharing *latencies) (float64, float64, error) {
+func (b *bench) besideClosedLoop(ctx context.Context, id identity, fg schema.GroupVersionResource, writers, round int, alone, sharing *latencies) (float64, float64, error) {
 	solo := func(label string) (float64, error) {
 		fctx, cancel := context.WithTimeout(ctx, b.opts.politeFor)
 		defer cancel()
 		start := time.Now()
-		writes, err := foreground(fctx, b.dyn, fg, writers, alone, nil)
+		writes, err := foreground(fctx, id.foregroundDyn, fg, writers, alone, nil)
 		elapsed := time.Since(start)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 			return 0, err
@@ -171,9 +204,9 @@ func (b *bench) besideClosedLoop(ctx context.Context, fg schema.GroupVersionReso
 	fgWrites := newCounter(t.start)
 	go func() {
 		defer close(done)
-		writes, fgErr = foreground(fctx, b.dyn, fg, writers, sharing, fgWrites)
+		writes, fgErr = foreground(fctx, id.foregroundDyn, fg, writers, sharing, fgWrites)
 	}()
-	engineErr := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
+	engineErr := engine(ctx, id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine}))
 	t.done()
 	elapsed := time.Since(t.start)
 	cancel()
@@ -200,7 +233,7 @@ func (b *bench) besideClosedLoop(ctx context.Context, fg schema.GroupVersionReso
 	fmt.Printf("%d-writer foreground kept: %.0f%% of its mean rate alone (%.0f%% of before, %.0f%% of after)\n",
 		writers, 100*k, 100*during/before, 100*during/after)
 	if round == 0 && writers == foregroundSizes[0] {
-		if err := b.timelinePlots("polite", fmt.Sprintf("The engine at its defaults beside a %d-writer foreground", writers), t, fgWrites); err != nil {
+		if err := b.timelinePlots("polite-"+id.name, fmt.Sprintf("%s: the engine at its defaults beside a %d-writer foreground", id.name, writers), t, fgWrites); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -210,18 +243,28 @@ func (b *bench) besideClosedLoop(ctx context.Context, fg schema.GroupVersionReso
 // openLoopRate is the paced client's writes per second.
 const openLoopRate = 100
 
+// pacedFigures are what a paced client's run beside the engine measured.
+type pacedFigures struct {
+	// kept is the share of its rate it kept; p99 its p99 latency during
+	// the migration against alone, and settledP99 the same over its writes
+	// sent after the engine's first pause (until then the engine writes
+	// at its first limit, knowing nothing of the others).
+	kept, p99, settledP99 float64
+	// engineRate is the engine's objects per second.
+	engineRate float64
+}
+
 // besidePaced sends openLoopRate writes a second to fg, whatever their
 // latency (as a controller reacting to events does), alone and then while
-// the engine migrates N small objects: the share of its rate it kept, its
-// p99 latency during against alone, and the engine's rate. Its latencies
-// are added to alone and sharing.
-func (b *bench) besidePaced(ctx context.Context, fg schema.GroupVersionResource, alone, sharing *latencies) (float64, float64, float64, error) {
+// the engine migrates N small objects. Its latencies are added to alone
+// and sharing.
+func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVersionResource, round int, alone, sharing *latencies) (pacedFigures, error) {
 	fctx, cancel := context.WithTimeout(ctx, b.opts.politeFor)
 	solo := &latencies{}
-	sent, err := paced(fctx, b.dyn, fg, solo)
+	sent, err := paced(fctx, id.foregroundDyn, fg, solo)
 	cancel()
 	if err != nil {
-		return 0, 0, 0, err
+		return pacedFigures{}, err
 	}
 	for _, d := range solo.d {
 		alone.add(d)
@@ -229,29 +272,29 @@ func (b *bench) besidePaced(ctx context.Context, fg schema.GroupVersionResource,
 	fmt.Printf("paced client alone: %d writes over %s\n", sent, b.opts.politeFor)
 	gvr, err := b.population(ctx, b.opts.n, smallNotes)
 	if err != nil {
-		return 0, 0, 0, err
+		return pacedFigures{}, err
 	}
 	fctx, cancel = context.WithCancel(ctx)
+	t := newTrace(migration.InitialLimit)
 	var (
-		during = &latencies{}
+		during = &latencies{start: t.start}
 		fgErr  error
 		done   = make(chan struct{})
 	)
 	go func() {
 		defer close(done)
-		_, fgErr = paced(fctx, b.dyn, fg, during)
+		_, fgErr = paced(fctx, id.foregroundDyn, fg, during)
 	}()
-	t := newTrace(migration.InitialLimit)
-	engineErr := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
+	engineErr := engine(ctx, id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine}))
 	t.done()
 	elapsed := time.Since(t.start)
 	cancel()
 	<-done
 	if engineErr != nil {
-		return 0, 0, 0, fmt.Errorf("engine: %w", engineErr)
+		return pacedFigures{}, fmt.Errorf("engine: %w", engineErr)
 	}
 	if fgErr != nil {
-		return 0, 0, 0, fmt.Errorf("paced client: %w", fgErr)
+		return pacedFigures{}, fmt.Errorf("paced client: %w", fgErr)
 	}
 	for _, d := range during.d {
 		sharing.add(d)
@@ -262,8 +305,19 @@ func (b *bench) besidePaced(ctx context.Context, fg schema.GroupVersionResource,
 	fmt.Printf("paced client while the engine migrates: %.0f writes/s acknowledged over %s; latency %s (alone %s)\n",
 		acked, elapsed.Round(time.Millisecond), during, solo)
 	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n", "engine (defaults) meanwhile", engineRate, t, pauses, 100*share)
-	p99 := during.quantile(0.99).Seconds() / solo.quantile(0.99).Seconds()
-	return acked / openLoopRate, p99, engineRate, b.drop(ctx, gvr.Group)
+	f := pacedFigures{kept: acked / openLoopRate, engineRate: engineRate,
+		p99: during.quantile(0.99).Seconds() / solo.quantile(0.99).Seconds()}
+	if first := t.firstPause(); first >= 0 {
+		settled := during.sentFrom(first)
+		f.settledP99 = settled.quantile(0.99).Seconds() / solo.quantile(0.99).Seconds()
+		fmt.Printf("paced client, its writes sent after the engine's first pause (at %s): latency %s\n", first.Round(time.Millisecond), settled)
+	}
+	if round == 0 {
+		if err := b.pacedPlots("polite-"+id.name+"-paced", fmt.Sprintf("%s: a client paced at %d writes/s beside the engine", id.name, openLoopRate), t, during, solo); err != nil {
+			return pacedFigures{}, err
+		}
+	}
+	return f, b.drop(ctx, gvr.Group)
 }
 
 // paced sends openLoopRate writes a second to the foreground objects until
@@ -311,16 +365,59 @@ func paced(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionRe
 	}
 }
 
-// latencies collects write latencies.
+// latencies collects write latencies and, when start is set, when each
+// write was acknowledged.
 type latencies struct {
-	mu sync.Mutex
-	d  []time.Duration
+	mu    sync.Mutex
+	start time.Time
+	d     []time.Duration
+	at    []time.Duration
 }
 
 func (l *latencies) add(d time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.d = append(l.d, d)
+	if !l.start.IsZero() {
+		l.at = append(l.at, time.Since(l.start))
+	}
+}
+
+// sentFrom is the latencies of the writes sent at or after from.
+func (l *latencies) sentFrom(from time.Duration) *latencies {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := &latencies{}
+	for i, at := range l.at {
+		if at-l.d[i] >= from {
+			out.d = append(out.d, l.d[i])
+		}
+	}
+	return out
+}
+
+// overTime is the q-quantile of the latencies acknowledged in each bucket
+// of time, in milliseconds, at the bucket's middle.
+func (l *latencies) overTime(q float64) plotter.XYs {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var buckets [][]time.Duration
+	for i, at := range l.at {
+		k := int(at / bucket)
+		for len(buckets) <= k {
+			buckets = append(buckets, nil)
+		}
+		buckets[k] = append(buckets[k], l.d[i])
+	}
+	var xy plotter.XYs
+	for k, b := range buckets {
+		if len(b) == 0 {
+			continue
+		}
+		slices.Sort(b)
+		xy = append(xy, plotter.XY{X: (float64(k) + 0.5) * bucket.Seconds(), Y: float64(b[min(len(b)-1, int(q*float64(len(b))))]) / float64(time.Millisecond)})
+	}
+	return xy
 }
 
 // quantile is the q-quantile of the latencies collected.
@@ -346,6 +443,15 @@ func ratios(fs []float64) string {
 	}
 	sorted := slices.Sorted(slices.Values(fs))
 	return fmt.Sprintf("%s (median %.1fx)", strings.Join(parts, ", "), sorted[len(sorted)/2])
+}
+
+// counts prints fs as whole numbers.
+func counts(fs []float64) string {
+	var parts []string
+	for _, f := range fs {
+		parts = append(parts, fmt.Sprintf("%.0f", f))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func percents(fs []float64) string {

@@ -159,9 +159,15 @@ func (t *trace) String() string {
 	t.mu.Lock()
 	changes, last := len(t.limits)-1, t.limits[len(t.limits)-1]
 	rate := t.last.WriteRate
+	down := map[migration.LimitReason]int{}
+	for i := 1; i < len(t.limits); i++ {
+		if t.limits[i].limit < t.limits[i-1].limit {
+			down[t.limits[i].reason]++
+		}
+	}
 	t.mu.Unlock()
-	return fmt.Sprintf("settled at %d (time-weighted median of the second half), %d changes, last %d (%s, %.0f writes/s)",
-		t.settled(), changes, last.limit, last.reason, rate)
+	return fmt.Sprintf("settled at %d (time-weighted median of the second half), %d changes (down: %d Yielding, %d Queueing, %d BackingOff), last %d (%s, %.0f writes/s)",
+		t.settled(), changes, down[migration.LimitYielding], down[migration.LimitQueueing], down[migration.LimitBackingOff], last.limit, last.reason, rate)
 }
 
 // paused is the share of the run the engine spent pausing to measure the
@@ -187,4 +193,16 @@ func (t *trace) paused() (float64, int) {
 		return 0, n
 	}
 	return in.Seconds() / t.end.Seconds(), n
+}
+
+// firstPause is when the engine first paused, or -1 if it never did.
+func (t *trace) firstPause() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, l := range t.limits {
+		if l.reason == migration.LimitPausing {
+			return l.at
+		}
+	}
+	return -1
 }

@@ -1,0 +1,162 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package migration
+
+import "time"
+
+// While others write, Background judges the windows measured at one limit
+// two ways, and the stricter wins:
+//
+//   - The others' rate against their rate alone (a closed-loop client slows
+//     down beside the engine): below keptMin the limit comes down to where
+//     they would keep keptTarget.
+//   - The engine's own write latency against its latency alone, the base
+//     (a client that writes at its own pace keeps its rate, but waits behind
+//     the engine's writes in the same queue). The base is the pauses' write,
+//     sent with no other write of the engine's in flight. Queueing delay
+//     above it, as LEDBAT (RFC 6817) and Netflix's Gradient2 read it, is
+//     every client's: requests in flight share the server, so a paced
+//     client's latency grows by about the factor the engine's does. Above
+//     latencyMax times the base the limit comes down to where the latency
+//     would be latencyTarget times it.
+//
+// Both judge the mean of the windows at the limit (the last judgedWindows
+// weighted alike), not one window: the API server's speed swings for every
+// client at once, and one window compared with a quarter-second pause reads
+// that swing as harm or as room.
+const (
+	// latencyMax, latencyTarget: the engine's mean write latency over its
+	// base above which the limit comes down, and where it comes down to
+	// and climbs to. Below the 2x a paced client is promised for its p99,
+	// a margin for the windows the limit probes above its target.
+	latencyMax, latencyTarget = 1.7, 1.4
+	// judgedWindows is how many windows at one limit the mean runs over;
+	// the limit moves once minJudged of them are in (one window at a new
+	// limit is the swing's as much as the engine's).
+	judgedWindows = 4
+	minJudged     = 2
+	// basePauses is how many pauses the base is the mean of, the last
+	// weighted most: one write's latency is noisy, and the server's speed
+	// swings.
+	basePauses = 4
+)
+
+// AtLimit is the mean of what the windows at the current limit measured,
+// since it last changed: the last judgedWindows weigh alike, older ones less.
+type AtLimit struct {
+	// Windows is how many windows were measured at the limit.
+	Windows int
+	// Others is the others' writes per second (-1: unknown), Latency the
+	// engine's mean write latency, Writers its mean writes in flight.
+	Others  float64
+	Latency time.Duration
+	Writers float64
+}
+
+// add takes in one window's measure.
+func (a AtLimit) add(w Window, limit int) AtLimit {
+	writers := float64(limit)
+	if w.Writers > 0 {
+		writers = min(writers, w.Writers) // the engine may not fill its slots
+	}
+	a.Windows++
+	if a.Windows == 1 || w.Others() < 0 || a.Others < 0 {
+		return AtLimit{Windows: a.Windows, Others: w.Others(), Latency: w.Latency, Writers: writers}
+	}
+	weight := 1 / float64(min(a.Windows, judgedWindows))
+	a.Others += weight * (w.Others() - a.Others)
+	a.Latency += time.Duration(weight * float64(w.Latency-a.Latency))
+	a.Writers += weight * (writers - a.Writers)
+	return a
+}
+
+// verdict is what the judge makes of the windows at one limit: the most
+// writers the others bear, and why.
+type verdict struct {
+	writers float64
+	// reason is LimitYielding (the others' rate fell), LimitQueueing (the
+	// engine's writes queued) or LimitProbing (no harm: room up to writers).
+	reason LimitReason
+	// severe: the harm is past twice its bound (the others keep under half
+	// of keptMin, or the latency is twice latencyMax), which no swing of
+	// the server's explains: acted on from one window.
+	severe bool
+}
+
+// harmed reports whether the limit must come down.
+func (v verdict) harmed() bool { return v.reason != LimitProbing }
+
+// stricter is the verdict of the two that allows fewer writers, a harm
+// before room.
+func (v verdict) stricter(o verdict) verdict {
+	switch {
+	case v.severe != o.severe:
+		if o.severe {
+			return o
+		}
+		return v
+	case v.harmed() != o.harmed():
+		if o.harmed() {
+			return o
+		}
+		return v
+	case o.writers < v.writers:
+		return o
+	}
+	return v
+}
+
+// judge reads the windows at the limit: the others' rate against their
+// rate alone, and the engine's latency against its base when a pause
+// measured it.
+func judge(a AtLimit, alone float64, base time.Duration) verdict {
+	v := byRate(a.Others/alone, a.Writers)
+	if base > 0 && a.Latency > 0 {
+		v = v.stricter(byLatency(a.Latency, base, a.Writers))
+	}
+	return v
+}
+
+// byRate judges the others' rate: they kept kept of their rate alone
+// beside writers of the engine's.
+func byRate(kept, writers float64) verdict {
+	kept = min(1, kept)
+	v := verdict{writers: targetWriters(writers, kept), reason: LimitProbing}
+	if kept < keptMin {
+		v.reason, v.severe = LimitYielding, kept < keptMin/2
+	}
+	return v
+}
+
+// byLatency judges the engine's mean write latency at writers in flight
+// against its base, the latency of one write of its own alone. The delay
+// above the base is the queue the engine's other writes make, which grows
+// in proportion to them (requests in flight share the server), so from
+// one writer and writers it lies where the latency is latencyTarget times
+// the base.
+func byLatency(latency, base time.Duration, writers float64) verdict {
+	ratio := float64(latency) / float64(base)
+	v := verdict{writers: 2 * writers, reason: LimitProbing} // no queue: no bound from here
+	if ratio > 1 && writers > 1 {
+		v.writers = 1 + (writers-1)*(latencyTarget-1)/(ratio-1)
+	}
+	if ratio > latencyMax {
+		v.reason, v.severe = LimitQueueing, ratio > 2*latencyMax
+		v.writers = min(v.writers, writers)
+	}
+	return v
+}
