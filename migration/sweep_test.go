@@ -64,7 +64,7 @@ func TestWatchGapOnlyWhereResumingCannotHelp(t *testing.T) {
 		says string // empty: no gap, reconnect
 	}{
 		{"410 Expired: compacted past the revision", apierrors.NewResourceExpired("too old resource version: 5 (90)"), "could not resume from revision 5 (410 Gone"},
-		{"410 Gone", apierrors.NewGone("gone"), "410 Gone"},
+		{"410 Gone", apierrors.NewResourceExpired("gone"), "410 Gone"},
 		{"forbidden", apierrors.NewForbidden(gr, "", errors.New("no")), "grant watch"},
 		{"the resource is gone", apierrors.NewNotFound(gr, ""), "could not start"},
 		{"the API server restarts", apierrors.NewServiceUnavailable("restarting"), ""},

@@ -52,7 +52,6 @@ func webhook(c apiextensionsv1.CustomResourceDefinition) apiextensionsv1.CustomR
 }
 
 var (
-	v1       = ver{name: "v1", served: true, storage: true}
 	v2       = ver{name: "v2", served: true, storage: true}
 	v1Old    = ver{name: "v1", served: true}
 	v1Gone   = ver{name: "v1"}

@@ -113,7 +113,7 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	var lastEnd time.Time
 	for _, f := range s.Faults {
 		met := waitFor(ctx, stages, policy, guard, f, s.ReadyBound())
-		fmt.Fprintf(GinkgoWriter, "%s: %s met %s\n", time.Now().Format("15:04:05.000"), f, met)
+		_, _ = fmt.Fprintf(GinkgoWriter, "%s: %s met %s\n", time.Now().Format("15:04:05.000"), f, met)
 		res.met = append(res.met, metFault{kind: f.Kind, aimed: f.Stage, met: met})
 		lastEnd = inject(ctx, f, mgr)
 	}
