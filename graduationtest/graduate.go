@@ -102,13 +102,11 @@ func (r *Rehearsal) TryGraduate(ctx context.Context, crdName, version string) (R
 	}
 	out, err := d.Finish(ctx, store, policy, r.opts.Timeout)
 	report.Migration = driver.RunResult(policy.Status)
-	var graduateErr error
+	graduateErr := err
 	switch {
-	case err != nil:
-		graduateErr = err
-	case out.Stall != nil:
-		graduateErr = fmt.Errorf("%s: %w", out.Stall.Message, out.Err)
-	case out.Step.Phase != graduatorv1alpha1.PhaseGraduated:
+	case graduateErr == nil && out.Failure() != nil:
+		graduateErr = out.Failure()
+	case graduateErr == nil && out.Step.Phase != graduatorv1alpha1.PhaseGraduated:
 		graduateErr = fmt.Errorf("%s (%s)", out.Step.Message(), out.Step.Reason())
 	}
 	if report.After, err = r.TryStored(ctx, crdName); err != nil {

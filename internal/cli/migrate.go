@@ -279,11 +279,8 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	out, err := d.Finish(ctx, store, policy, driverWait)
 	result := driver.RunResult(policy.Status)
 	progress.done(result)
-	if err == nil && out.Stall != nil {
-		err = out.Err
-	}
-	if err == nil && !out.Held && result.Failed == 0 && policy.Status.Phase == graduatorv1alpha1.PhaseBlocked {
-		err = fmt.Errorf("%s", out.Step.Message())
+	if err == nil && (out.Stall != nil || result.Failed == 0) {
+		err = out.Failure() // objects that failed have their own exit, below
 	}
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
@@ -306,8 +303,8 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		if d, pruneErr = o.driver(progress, graduation.ActionPrune); pruneErr == nil {
 			out, pruneErr = d.Finish(ctx, store, policy, driverWait)
 		}
-		if pruneErr == nil && out.Stall != nil {
-			pruneErr = fmt.Errorf("prune %s: %w", o.crdName, out.Err)
+		if pruneErr == nil && out.Failure() != nil {
+			pruneErr = fmt.Errorf("prune %s: %w", o.crdName, out.Failure())
 		}
 		if pruneErr == nil {
 			summary.Pruned = true

@@ -214,6 +214,20 @@ func (o Outcome) Done() bool {
 	return o.Stall == nil && !o.Held && o.Step.Action == graduation.ActionNone
 }
 
+// Failure is why a one-shot door stops short of what it asked for: the
+// error of a step that failed (a one-shot door does not retry it), or the
+// message of a plan blocked on a person. nil when the outcome holds, waits
+// or is held: what a door makes of those is its own.
+func (o Outcome) Failure() error {
+	switch {
+	case o.Stall != nil:
+		return o.Err
+	case o.Step.Phase == graduatorv1alpha1.PhaseBlocked:
+		return fmt.Errorf("%s (%s)", o.Step.Message(), o.Step.Reason())
+	}
+	return nil
+}
+
 // run is what one Run knows of its policy's graduation.
 type run struct {
 	store  Store

@@ -69,44 +69,12 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	m := d.metrics()
 	m.RunStarted(crd.Name)
 	defer m.RunEnded(crd.Name)
-	counted := progressOf(r)
-	count := func(p migration.Progress) {
-		m.Counted(crd.Name, p.Rewritten-counted.Rewritten, p.Skipped-counted.Skipped, p.Failed-counted.Failed)
-		counted.Rewritten, counted.Skipped, counted.Failed = max(counted.Rewritten, p.Rewritten),
-			max(counted.Skipped, p.Skipped), max(counted.Failed, p.Failed)
-	}
+	pages := &pageHandler{d: d, g: g, step: step, status: r, metrics: m, counted: progressOf(r), cancel: cancel}
 	opts := d.engineOptions(policy.Spec.Migration, graduation.ResourceAt(crd, step.StorageVersion), progressOf(r))
-	door := opts.OnProgress
-	opts.OnProgress = func(p migration.Progress) {
-		count(p)
-		m.Progressed(crd.Name, p.Writers, p.Fraction())
-		waiting := r.CompactionWait
-		recordProgress(r, p)
-		d.waitStarted(g, p, waiting)
-		// Conditions follow the run as it goes: objects rejected so far
-		// show in Ready at once, not only when the run ends. A page went
-		// through, so a stall is over (Attempts 0): the run moves again.
-		now := d.now()
-		d.recovered(g, graduation.Input{CRD: crd, Policy: policy, Now: now, StorageSettled: true}, step)
-		d.record(g, graduation.Plan(graduation.Input{CRD: crd, Policy: policy, Now: now, StorageSettled: true}), now)
-		if err := g.store.Save(ctx, policy); apierrors.IsConflict(err) {
-			// Another writer's status is newer than ours: stop rather than
-			// go on from a past the status no longer shows.
-			cancel(fmt.Errorf("save the migration's progress: %w", err))
-			return
-		} else if err != nil {
-			// The next page saves it again; the run goes on.
-			logger.Error(err, "saving migration progress")
-		}
-		if door != nil {
-			door(p)
-		}
-		if why := d.invalidated(ctx, g, r); why != nil {
-			cancel(why)
-		}
-	}
+	pages.door = opts.OnProgress
+	opts.OnProgress = func(p migration.Progress) { pages.handle(ctx, p) }
 	result, err := migration.Run(runCtx, d.Dynamic, opts)
-	count(result.Progress)
+	pages.count(result.Progress)
 	recordProgress(r, result.Progress)
 	if result.Complete {
 		m.Progressed(crd.Name, result.Writers, 1)
@@ -125,6 +93,64 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 		d.completed(g, step.StorageVersion)
 	}
 	return nil
+}
+
+// pageHandler is what follows each page of a run: the metrics, the status
+// and its conditions, the save, the door's own callback, and the checks
+// that stop a run between two pages.
+type pageHandler struct {
+	d      *Driver
+	g      *run
+	step   graduation.Step
+	status *graduatorv1alpha1.MigrationStatus
+	// metrics, and the counts they were told so far: the engine reports
+	// totals, the metrics take increments.
+	metrics Metrics
+	counted migration.Progress
+	// door is the door's own progress callback (nil: none).
+	door   func(migration.Progress)
+	cancel context.CancelCauseFunc
+}
+
+func (h *pageHandler) handle(ctx context.Context, p migration.Progress) {
+	h.count(p)
+	h.metrics.Progressed(h.g.crd.Name, p.Writers, p.Fraction())
+	h.record(p)
+	if err := h.g.store.Save(ctx, h.g.policy); apierrors.IsConflict(err) {
+		// Another writer's status is newer than ours: stop rather than go
+		// on from a past the status no longer shows.
+		h.cancel(fmt.Errorf("save the migration's progress: %w", err))
+		return
+	} else if err != nil {
+		// The next page saves it again; the run goes on.
+		log.FromContext(ctx).Error(err, "saving migration progress")
+	}
+	if h.door != nil {
+		h.door(p)
+	}
+	if why := h.d.invalidated(ctx, h.g, h.status); why != nil {
+		h.cancel(why)
+	}
+}
+
+// count tells the metrics what p adds to what they were told.
+func (h *pageHandler) count(p migration.Progress) {
+	c := &h.counted
+	h.metrics.Counted(h.g.crd.Name, p.Rewritten-c.Rewritten, p.Skipped-c.Skipped, p.Failed-c.Failed)
+	c.Rewritten, c.Skipped, c.Failed = max(c.Rewritten, p.Rewritten), max(c.Skipped, p.Skipped), max(c.Failed, p.Failed)
+}
+
+// record puts p in the status, and the plan's conditions with it: objects
+// rejected so far show in Ready at once, not only when the run ends. A page
+// went through, so a stall is over (Attempts 0): the run moves again.
+func (h *pageHandler) record(p migration.Progress) {
+	waiting := h.status.CompactionWait
+	recordProgress(h.status, p)
+	h.d.waitStarted(h.g, p, waiting)
+	now := h.d.now()
+	in := graduation.Input{CRD: h.g.crd, Policy: h.g.policy, Now: now, StorageSettled: true}
+	h.d.recovered(h.g, in, h.step)
+	h.d.record(h.g, graduation.Plan(in), now)
 }
 
 // nextRun is the status of a new run to version on CRD generation, after

@@ -14,10 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package paging lists every object of a resource a page at a time with a
-// client-go ListPager, going on (or restarting) when its continue token
-// expires. The migration's cleanup and the snapshots share it; the
-// migration's own listing and the round-trip proof's share CarriedContinue.
+// Package paging lists every object of a resource a page at a time, with
+// one rule for a continue token that expired and one limit on restarts.
+// Every streaming read of objects uses it: the engine's listing, the
+// round-trip proof's, snapshots and the cleanup.
 package paging
 
 import (
@@ -28,93 +28,167 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/pager"
 )
 
 // DefaultPageSize is the page size of every streaming read of objects: the
 // engine's listing, the round-trip proof's, snapshots and the cleanup.
 const DefaultPageSize = 500
 
-// MaxRestarts bounds how often an expired continue token restarts one
-// listing.
+// MaxRestarts bounds how often a continue token may expire in a row without
+// the listing getting further than it got before.
 const MaxRestarts = 5
 
-// errExpiredContinue marks a LIST that failed because its continue token
-// expired (410 Gone, reason Expired): only such a failure restarts a listing.
-type errExpiredContinue struct{ err error }
+// Pager lists a resource a page at a time. P is what one LIST returns: a
+// list of objects, of their metadata, or a door's own page.
+type Pager[P any] struct {
+	// List asks for one page.
+	List func(ctx context.Context, opts metav1.ListOptions) (P, error)
+	// Continue is a page's continue token, "" on the last page.
+	Continue func(P) string
+	// PageSize is the Limit of each LIST; DefaultPageSize when 0.
+	PageSize int64
+	// Restart is called before a listing starts again from the first page
+	// (an expired token that carried none to go on from); its error stops
+	// the listing. nil restarts without a word.
+	Restart func(expired error) error
+}
 
-func (e *errExpiredContinue) Error() string { return e.err.Error() }
-func (e *errExpiredContinue) Unwrap() error { return e.err }
-
-// EachObject calls fn on every object of resource, listing pageSize objects
-// at a time with a client-go ListPager. When a continue token expires (the
-// API server compacted past the listing's snapshot and answers 410 Gone),
-// onRestart is called (if not nil) and the listing goes on from the
-// continue token the 410 carries: the API server's "inconsistent" continue,
-// from the next key at its latest snapshot, so fn sees each object once
-// (objects changed meanwhile as they are now). A 410 without such a token
-// restarts the listing from the first page, and fn then sees some objects
-// twice and must not mind. At most MaxRestarts expiries in a row that did
-// not get further. fn's errors are returned as they are; LIST errors
-// are wrapped.
+// EachPage calls fn with every page, in order, from the continue token from
+// ("" for the first page). When a continue token expires (the API server
+// compacted past the listing's snapshot and answers 410 Gone, reason
+// Expired), the listing goes on from the continue token the 410 carries:
+// the API server's "inconsistent" continue, from the next key at its latest
+// snapshot, so fn sees each object once (objects changed meanwhile as they
+// are now). A 410 without such a token starts the listing again from the
+// first page (after Restart): fn then sees some objects twice and must not
+// mind. A listing longer than the API server's compaction interval (5
+// minutes; 1,000,000 objects are read in about 4) meets an expiry every 5
+// minutes, which is why it goes on rather than always starting again. At
+// most MaxRestarts expiries in a row that did not get further than the
+// listing had got. fn's errors are returned as they are; LIST errors too
+// (the caller names the resource).
 //
-// Why EachListItem and a restart of our own rather than the pager's
-// FullListIfExpired (k8s.io/client-go/tools/pager): FullListIfExpired is only
-// honoured by ListPager.List, which accumulates every page into one list in
-// memory anyway, and on an expired token it falls back to a single LIST
-// without a limit: the whole resource in one response, which is exactly what
-// paging is here to avoid. EachListItem never falls back: it returns the
-// Expired error, and we go on (or start again) ourselves, which keeps memory
-// at a few pages. A listing longer than the API server's compaction interval
-// (5 minutes; 1,000,000 objects are read in about 4) meets an expiry every 5
-// minutes: restarting from the beginning each time could never finish.
-// PageBufferSize bounds how many pages the pager's background goroutine
-// fetches ahead of fn (its default is 10).
-func EachObject(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, pageSize int64,
-	onRestart func(), fn func(*unstructured.Unstructured) error) error {
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		list, err := c.Resource(resource).List(ctx, opts)
+// Why not client-go's pager (k8s.io/client-go/tools/pager): on an expired
+// token its EachListItem returns the error, and its FullListIfExpired falls
+// back to one LIST without a limit, the whole resource in one response,
+// which is what paging is here to avoid.
+func (p Pager[P]) EachPage(ctx context.Context, from string, fn func(P) error) error {
+	pageSize := p.PageSize
+	if pageSize <= 0 {
+		pageSize = DefaultPageSize
+	}
+	// restarts counts the expiries in a row that did not get further than
+	// the listing before them (pages: the pages served since the listing
+	// last started from the first page; reached: how far it got before).
+	restarts, pages, reached := 0, 0, 0
+	for {
+		page, err := p.List(ctx, metav1.ListOptions{Limit: pageSize, Continue: from})
 		if err != nil {
-			err = fmt.Errorf("list %s: %w", resource, err)
-			if opts.Continue != "" && apierrors.IsResourceExpired(err) {
-				return nil, &errExpiredContinue{err: err}
+			if from == "" || !apierrors.IsResourceExpired(err) {
+				return err
 			}
-			return nil, err
+			if restarts++; restarts > MaxRestarts {
+				return fmt.Errorf("%w (the listing expired %d times in a row)", err, restarts)
+			}
+			if from = CarriedContinue(err); from != "" {
+				continue
+			}
+			if p.Restart != nil {
+				if err := p.Restart(err); err != nil {
+					return err
+				}
+			}
+			reached, pages = max(reached, pages), 0
+			continue
 		}
-		return list, nil
-	})
-	p.PageSize = pageSize
-	p.PageBufferSize = 1
-	p.FullListIfExpired = false // not used by EachListItem; stated for the reader
-	opts := metav1.ListOptions{}
-	for restarts := 0; ; restarts++ {
-		seen := false
-		err := p.EachListItem(ctx, opts, func(o runtime.Object) error {
-			seen = true
-			obj, ok := o.(*unstructured.Unstructured)
-			if !ok {
-				return fmt.Errorf("list %s: unexpected item type %T", resource, o)
-			}
-			return fn(obj)
-		})
-		var expired *errExpiredContinue
-		if !errors.As(err, &expired) {
+		if pages++; pages > reached {
+			restarts = 0
+		}
+		if err := fn(page); err != nil {
 			return err
 		}
-		if seen && opts.Continue != "" {
-			restarts = 0 // went on from a carried token, and got further
+		if from = p.Continue(page); from == "" {
+			return nil
 		}
-		if restarts >= MaxRestarts {
-			return fmt.Errorf("%w (the listing expired %d times in a row)", expired.err, restarts+1)
-		}
-		if onRestart != nil {
-			onRestart()
-		}
-		opts = metav1.ListOptions{Continue: CarriedContinue(expired.err)}
 	}
+}
+
+// Objects is the Pager of whole objects of resource.
+func Objects(c dynamic.Interface, resource schema.GroupVersionResource, pageSize int64) Pager[*unstructured.UnstructuredList] {
+	return Pager[*unstructured.UnstructuredList]{
+		List: func(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+			return c.Resource(resource).List(ctx, opts)
+		},
+		Continue: func(l *unstructured.UnstructuredList) string { return l.GetContinue() },
+		PageSize: pageSize,
+	}
+}
+
+// EachObject calls fn on every object of resource, listing pageSize objects
+// at a time (see Pager.EachPage), with the next page read while fn works
+// on this one. onRestart (if not nil) is called when the listing starts
+// again from the first page. fn's errors are returned as they are; LIST
+// errors are wrapped.
+func EachObject(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, pageSize int64,
+	onRestart func(), fn func(*unstructured.Unstructured) error) error {
+	pager := Objects(c, resource, pageSize)
+	if onRestart != nil {
+		pager.Restart = func(error) error { onRestart(); return nil }
+	}
+	err := ahead(ctx, pager, func(list *unstructured.UnstructuredList) error {
+		for i := range list.Items {
+			if err := fn(&list.Items[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var listErr *listError
+	if errors.As(err, &listErr) {
+		return fmt.Errorf("list %s: %w", resource, listErr.err)
+	}
+	return err
+}
+
+// listError marks an error of the LIST, not of fn.
+type listError struct{ err error }
+
+func (e *listError) Error() string { return e.err.Error() }
+func (e *listError) Unwrap() error { return e.err }
+
+// ahead runs pager one page ahead of fn: the next page is read while fn
+// works on this one, two pages in memory at most.
+func ahead[P any](ctx context.Context, pager Pager[P], fn func(P) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan P)
+	listed := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		listed <- pager.EachPage(ctx, "", func(page P) error {
+			select {
+			case pages <- page:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	for page := range pages {
+		if err := fn(page); err != nil {
+			cancel()
+			for range pages {
+				// drained, so that the lister ends
+			}
+			return err
+		}
+	}
+	if err := <-listed; err != nil {
+		return &listError{err: err}
+	}
+	return nil
 }
 
 // CarriedContinue is the continue token a LIST's 410 Gone (reason Expired)

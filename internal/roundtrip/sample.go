@@ -83,34 +83,24 @@ func TakeSample(ctx context.Context, objects dynamic.ResourceInterface, pageSize
 	return s, err
 }
 
-// eachPage lists the objects page by page (Limit and Continue) and calls
-// fn with each page. A listing longer than the API server's compaction
-// interval (5 minutes: about 1,000,000 small objects) meets an expired
-// continue token; it goes on from the token the 410 carries
-// (paging.CarriedContinue), so fn sees each object once. A 410 without one
-// is an error: starting again would count objects twice, and falling back
-// to one full LIST, as client-go's pager may, would hold every object.
+// eachPage lists the objects page by page and calls fn with each page
+// (paging.Pager.EachPage: an expired continue token goes on from the one
+// its 410 carries, so fn sees each object once). A 410 without one is an
+// error: starting again would count objects twice.
 func eachPage(ctx context.Context, objects dynamic.ResourceInterface, pageSize int64, fn func([]unstructured.Unstructured) error) error {
-	if pageSize <= 0 {
-		pageSize = paging.DefaultPageSize
+	pager := paging.Pager[*unstructured.UnstructuredList]{
+		List: func(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+			list, err := objects.List(ctx, opts)
+			if err != nil {
+				return nil, fmt.Errorf("list: %w", err)
+			}
+			return list, nil
+		},
+		Continue: func(l *unstructured.UnstructuredList) string { return l.GetContinue() },
+		PageSize: pageSize,
+		Restart:  func(expired error) error { return expired },
 	}
-	opts := metav1.ListOptions{Limit: pageSize}
-	for expiries := 0; ; {
-		list, err := objects.List(ctx, opts)
-		if next := paging.CarriedContinue(err); next != "" && opts.Continue != "" && expiries < paging.MaxRestarts {
-			expiries++ // in a row: a page served resets it
-			opts.Continue = next
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("list: %w", err)
-		}
-		expiries = 0
-		if err := fn(list.Items); err != nil {
-			return err
-		}
-		if opts.Continue = list.GetContinue(); opts.Continue == "" {
-			return nil
-		}
-	}
+	return pager.EachPage(ctx, "", func(list *unstructured.UnstructuredList) error {
+		return fn(list.Items)
+	})
 }
