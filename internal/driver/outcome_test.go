@@ -37,7 +37,7 @@ func TestOutcomeFailure(t *testing.T) {
 		want string
 	}{
 		{name: "a failed step: its error",
-			out: Outcome{Stall: &graduation.Stall{Message: "Migrate failed (attempt 1): ...; retrying in 5s"}, Err: denied},
+			out:  Outcome{Stall: &graduation.Stall{Message: "Migrate failed (attempt 1): ...; retrying in 5s"}, Err: denied},
 			want: denied.Error()},
 		{name: "blocked on a person: the plan's message and reason",
 			out: Outcome{Step: graduation.Step{Phase: graduatorv1alpha1.PhaseBlocked,
