@@ -16,7 +16,8 @@ limitations under the License.
 
 // Package controllers holds Graduator's reconcilers: the CRDVersionPolicy
 // reconciler that performs each step of a graduation, and the drift reporter
-// that watches CRDs without a policy.
+// that watches CRDs without a policy. They are the operator's (cmd/manager), not
+// a library: an operator that graduates its own CRDs embeds crdmigrate.
 package controllers
 
 import (

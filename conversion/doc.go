@@ -19,7 +19,8 @@ limitations under the License.
 // Between the versions: spec.sauce is renamed spec.base; spec.toppings, a
 // list of strings, becomes a list of structs; crust, delivery and the grams
 // of a topping exist only in newer versions and survive a round trip through
-// an older one in the annotation ConversionDataAnnotation.
+// an older one in the annotation ConversionDataAnnotation. It is the demo's
+// and the suites' fixture, not a library.
 package conversion
 
 // ConversionDataAnnotation holds, on an object read at an older version, the

@@ -16,7 +16,8 @@ limitations under the License.
 
 // Package webhooks serves the sample Pizza API's conversion webhook, using
 // controller-runtime's webhook server (TLS, certificates reloaded when their
-// files change) and its hub-and-spoke conversion handler.
+// files change) and its hub-and-spoke conversion handler. It is the demo's and
+// the suites' (cmd/sample-webhook), not a library.
 package webhooks
 
 import (
