@@ -65,6 +65,12 @@ func (s *PolicyStore) Load(ctx context.Context) (*graduatorv1alpha1.CRDVersionPo
 	return policy, nil
 }
 
+// conflictRetries is how often a store writes again on a fresh copy when
+// its optimistic lock met a change that was not to what it saves (a spec,
+// metadata or another annotation edited meanwhile). A change to what it
+// saves is a conflict at once, whatever the count.
+const conflictRetries = 3
+
 // Save patches the status subresource with what changed since the base,
 // under an optimistic lock on the base's resourceVersion. A spec or
 // metadata edit made meanwhile (the resourceVersion moved, the status did
@@ -93,7 +99,7 @@ func (s *PolicyStore) Save(ctx context.Context, policy *graduatorv1alpha1.CRDVer
 			return nil
 		case apierrors.IsNotFound(err):
 			return nil // deleted meanwhile: no status left to write
-		case !apierrors.IsConflict(err) || attempt > 0:
+		case !apierrors.IsConflict(err) || attempt >= conflictRetries:
 			return fmt.Errorf("write status of policy %s: %w", s.Name, err)
 		}
 		fresh := &graduatorv1alpha1.CRDVersionPolicy{}
@@ -241,7 +247,7 @@ func (s *CRDStore) Save(ctx context.Context, policy *graduatorv1alpha1.CRDVersio
 		case apierrors.IsForbidden(err):
 			s.Unsaved.keep(s.Name, policy.Status)
 			return fmt.Errorf("save the graduation of %s on the CRD: %w", s.Name, err)
-		case !apierrors.IsConflict(err) || attempt > 2:
+		case !apierrors.IsConflict(err) || attempt >= conflictRetries:
 			return fmt.Errorf("save the graduation of %s on the CRD: %w", s.Name, err)
 		}
 		fresh := &apiextensionsv1.CustomResourceDefinition{}
