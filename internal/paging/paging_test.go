@@ -50,7 +50,7 @@ func (k *keys) list(_ context.Context, opts metav1.ListOptions) (keyPage, error)
 	k.calls++
 	if carried, ok := k.expire[call]; ok {
 		status := apierrors.NewResourceExpired("the continue token is too old")
-		status.ErrStatus.ListMeta.Continue = *carried
+		status.ErrStatus.Continue = *carried
 		return keyPage{}, status
 	}
 	from := 0
