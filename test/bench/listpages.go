@@ -82,10 +82,14 @@ func (b *bench) listPagesAt(ctx context.Context, meta metadata.Interface, cli st
 		}
 	}()
 	start := time.Now()
-	if err := b.createMany(ctx, v1, n); err != nil {
+	notes := smallNotes
+	if b.opts.listBytes > 0 {
+		notes = strings.Repeat("x", b.opts.listBytes)
+	}
+	if err := b.createManyLike(ctx, v1, n, notes); err != nil {
 		return err
 	}
-	fmt.Printf("%-42s %8.0f objects/s  (%s)\n", "created at v1 (into etcd)", rate(n, time.Since(start)), time.Since(start).Round(time.Millisecond))
+	fmt.Printf("%-42s %8.0f objects/s  (%s)\n", fmt.Sprintf("created at v1 (into etcd), spec.notes of %d bytes", len(notes)), rate(n, time.Since(start)), time.Since(start).Round(time.Millisecond))
 	readers := []listReader{
 		{"metadata", func(ctx context.Context, o metav1.ListOptions) (int, string, error) {
 			l, err := meta.Resource(v1).List(ctx, o)
@@ -180,6 +184,13 @@ func (b *bench) profiledMigrate(ctx context.Context, cli, crdName string, n int)
 		return err
 	}
 	defer func() { _ = os.Unsetenv("GRADUATOR_CPUPROFILE") }()
+	// The API server's own profile over the run's first 30 s: the proof's
+	// read at 300,000 objects (the API server serves /debug/pprof to an
+	// admin by default).
+	serverProfile := make(chan error, 1)
+	go func() {
+		serverProfile <- b.apiserverProfile(ctx, filepath.Join(filepath.Dir(profile), fmt.Sprintf("apiserver-%d.pprof", n)), 30*time.Second)
+	}()
 	start := time.Now()
 	var progress bytes.Buffer
 	hwm, _, _, out, err := cliPeakRSSTo(ctx, cli, &progress, "migrate", crdName, "--prune", "-o", "json",
@@ -195,7 +206,22 @@ func (b *bench) profiledMigrate(ctx context.Context, cli, crdName string, n int)
 		fmt.Printf("  before the first page done %.1fs; main pass %.0f objects/s from its first page to its last; after it %.1fs\n",
 			phases.firstPage, phases.passRate, d.Seconds()-phases.lastPage)
 	}
-	return nil
+	return <-serverProfile
+}
+
+// apiserverProfile writes a CPU profile of the API server over the next d
+// into path.
+func (b *bench) apiserverProfile(ctx context.Context, path string, d time.Duration) error {
+	cs, err := kubernetes.NewForConfig(b.cfg)
+	if err != nil {
+		return err
+	}
+	raw, err := cs.Discovery().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + time.Minute).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("the API server's CPU profile: %w", err)
+	}
+	return os.WriteFile(path, raw, 0o644)
 }
 
 // etcdRequests counts the API server's etcd requests of one resource by

@@ -149,6 +149,9 @@ type options struct {
 	// featureGates is kube-apiserver's --feature-gates; its default when
 	// empty.
 	featureGates string
+	// listBytes is the size of spec.notes in the listpages section (0:
+	// the small objects').
+	listBytes int
 }
 
 // etcdQuota is the benchmark etcd's --quota-backend-bytes.
@@ -186,6 +189,7 @@ func main() {
 	flag.IntVar(&o.listRounds, "list-rounds", 1, "listpages section: how many times each read is repeated, the rounds interleaved.")
 	flag.BoolVar(&o.listProve, "list-prove", false, "listpages section: then switch the storage version to v2 and time `graduator prove` (and its peak RSS) at each of -list-prove-page-sizes.")
 	flag.StringVar(&o.listProfile, "list-profile", "", "listpages section: then run `graduator migrate --prune` with a CPU profile written into this directory.")
+	flag.IntVar(&o.listBytes, "list-bytes", 0, "listpages section: the size of spec.notes of its objects, in bytes (0: the small objects' few bytes).")
 	flag.StringVar(&o.featureGates, "apiserver-feature-gates", "", "kube-apiserver's --feature-gates (EtcdRangeStream=false, for example); its defaults when empty.")
 	childKubeconfig := flag.String("child-kubeconfig", "", "internal: run the engine on -child-group with this kubeconfig and exit")
 	childGroup := flag.String("child-group", "", "internal: the group whose widgets the child migrates")
