@@ -189,7 +189,7 @@ func main() {
 	flag.IntVar(&o.listRounds, "list-rounds", 1, "listpages section: how many times each read is repeated, the rounds interleaved.")
 	flag.BoolVar(&o.listProve, "list-prove", false, "listpages section: then switch the storage version to v2 and time `graduator prove` (and its peak RSS) at each of -list-prove-page-sizes.")
 	flag.StringVar(&o.listProfile, "list-profile", "", "listpages section: then run `graduator migrate --prune` with a CPU profile written into this directory.")
-	flag.IntVar(&o.listBytes, "list-bytes", 0, "listpages section: the size of spec.notes of its objects, in bytes (0: the small objects' few bytes).")
+	flag.IntVar(&o.listBytes, "list-bytes", 0, "listpages section: the size of spec.notes of its objects, in bytes (0: the small objects' few bytes). At 16 KB the population's etcd transactions of 128 puts exceed gRPC's 2 MiB message limit: at most about 15 KB.")
 	flag.StringVar(&o.featureGates, "apiserver-feature-gates", "", "kube-apiserver's --feature-gates (EtcdRangeStream=false, for example); its defaults when empty.")
 	childKubeconfig := flag.String("child-kubeconfig", "", "internal: run the engine on -child-group with this kubeconfig and exit")
 	childGroup := flag.String("child-group", "", "internal: the group whose widgets the child migrates")
