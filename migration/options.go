@@ -44,8 +44,12 @@ const (
 const (
 	// DefaultConcurrency is the upper bound of the adaptive writer limit.
 	DefaultConcurrency = 64
-	// DefaultPageSize is every streaming read's page size (paging's).
-	DefaultPageSize    = paging.DefaultPageSize
+	// DefaultPageSize is the engine's page: each LIST of its passes and the
+	// batch its writers take. Not paging.DefaultPageSize: the pass's page
+	// size sets how far its listing runs ahead of its writes and how often
+	// it saves a checkpoint, and larger pages were measured for reads only
+	// (docs/benchmarks.md, "Reads as N grows").
+	DefaultPageSize    = 500
 	DefaultMaxFailures = graduatorv1alpha1.MaxFailuresKept
 	// maxListRestarts bounds how often an expired continue token restarts
 	// the listing in one run (paging's rule).

@@ -99,9 +99,9 @@ func PruneStoredVersions(ctx context.Context, c client.Client, crdName string, e
 // versions: they break later server-side applies ("request to convert CR to
 // an invalid group/version"). It returns how many objects it changed.
 //
-// It lists with a client-go ListPager, DefaultPageSize objects at a time, and
-// restarts the listing from the beginning when the continue token expires
-// (see paging.EachObject): objects already cleaned then have nothing left to drop
+// It lists with paging.EachObject, paging.DefaultPageSize objects at a time;
+// a listing whose continue token expired goes on, or starts again, as
+// paging.Pager says: objects already cleaned then have nothing left to drop
 // and are not counted twice.
 func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, served []string) (int, error) {
 	servedAPIVersions := map[string]bool{}
@@ -109,7 +109,7 @@ func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource sch
 		servedAPIVersions[schema.GroupVersion{Group: resource.Group, Version: v}.String()] = true
 	}
 	cleaned := 0
-	err := paging.EachObject(ctx, c, resource, DefaultPageSize, nil, func(obj *unstructured.Unstructured) error {
+	err := paging.EachObject(ctx, c, resource, paging.DefaultPageSize, nil, func(obj *unstructured.Unstructured) error {
 		changed, err := cleanupObject(ctx, c, resource, obj, servedAPIVersions)
 		if changed {
 			cleaned++

@@ -304,7 +304,10 @@ type MigrationSettings struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
 	Concurrency int32 `json:"concurrency,omitempty"`
-	// PageSize is the number of objects fetched by each LIST call.
+	// PageSize is the migration pass's page: the objects each LIST call of
+	// its pass fetches (metadata only), and the batch its writers take. The
+	// round-trip proof and the cleanup of managedFields read whole objects in
+	// pages of their own (2,000).
 	// +optional
 	// +kubebuilder:default=500
 	// +kubebuilder:validation:Minimum=1

@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/paging"
 	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/migration"
 )
@@ -59,7 +60,7 @@ type ProveOptions struct {
 // kubeconfig through flags.
 func NewProveOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *ProveOptions {
 	return &ProveOptions{flags: flags, IOStreams: streams, output: "text", writeTo: string(migration.WriteToObject),
-		proof: roundtrip.Options{PageSize: migration.DefaultPageSize}}
+		proof: roundtrip.Options{PageSize: paging.DefaultPageSize}}
 }
 
 // NewCmdProve is `graduator prove CRD`.

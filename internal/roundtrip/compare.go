@@ -68,9 +68,15 @@ func Content(obj map[string]any) map[string]any {
 // and nulls carry none: a round trip may drop them (a typed webhook's
 // omitempty does) without losing anything a client can read.
 func Paths(obj map[string]any) []string {
+	return sortedKeys(pathSet(obj))
+}
+
+// pathSet is the set of Paths, unsorted: a sample counts each object's
+// paths in any order.
+func pathSet(obj map[string]any) map[string]struct{} {
 	set := map[string]struct{}{}
 	collect(Content(obj), "", set)
-	return sortedKeys(set)
+	return set
 }
 
 func collect(v any, path string, set map[string]struct{}) {
@@ -89,10 +95,19 @@ func collect(v any, path string, set map[string]struct{}) {
 	}
 }
 
+// pointerEscaper writes a map key as a JSON pointer segment (RFC 6901). One
+// for the package: a Replacer is safe for concurrent use, and building one
+// for every key of every object was most of the proof's own CPU time
+// (docs/benchmarks.md, "Reads as N grows").
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // escape writes a map key as a JSON pointer segment (RFC 6901): an
 // annotation key such as example.com/stash stays one segment.
 func escape(key string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+	if !strings.ContainsAny(key, "~/") {
+		return key
+	}
+	return pointerEscaper.Replace(key)
 }
 
 // Compare returns the field paths of a's content (see Content) that b lacks

@@ -112,6 +112,23 @@ func TestPaths(t *testing.T) {
 	}
 }
 
+// A key with a slash or a tilde is one segment of a path, escaped as
+// RFC 6901 says, whether the sample counts it or a loss names it.
+func TestPathsEscapeKeys(t *testing.T) {
+	o := obj(t, `{"metadata":{"annotations":{"example.com/stash":"x","plain":"y"}},"spec":{"a~b":{"c/d~e":1}}}`)
+	want := []string{"/metadata/annotations/example.com~1stash", "/metadata/annotations/plain", "/spec/a~0b/c~1d~0e"}
+	if diff := cmp.Diff(want, Paths(o)); diff != "" {
+		t.Errorf("Paths() (-want +got):\n%s", diff)
+	}
+	s := NewSample()
+	s.Add(&unstructured.Unstructured{Object: o})
+	for _, p := range want {
+		if s.Carriers[p] != 1 {
+			t.Errorf("the sample counted %q %d times, want once: %v", p, s.Carriers[p], s.Carriers)
+		}
+	}
+}
+
 func TestAccepts(t *testing.T) {
 	for _, tc := range []struct {
 		patterns []string

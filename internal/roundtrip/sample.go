@@ -54,7 +54,7 @@ func NewSample() *Sample {
 func (s *Sample) Add(obj *unstructured.Unstructured) bool {
 	s.Listed++
 	keep := false
-	for _, p := range Paths(obj.Object) {
+	for p := range pathSet(obj.Object) {
 		if s.Carriers[p] == 0 {
 			keep = true
 		}

@@ -64,8 +64,11 @@ limitations under the License.
 //     small objects each round.
 //   - listpages (not in `make bench`'s default): at each N of -scale-ns,
 //     one paged LIST of every object, metadata only (the engine's passes)
-//     and whole (the round-trip proof's read), in pages of 500, 2,000 and
-//     5,000: what etcd's count of the keys left, paid for every page, costs.
+//     and whole (the round-trip proof's read), in pages of -list-page-sizes
+//     (500, 2,000 and 5,000), -list-rounds times: what etcd's count of the
+//     keys left, paid for every page, costs. With -list-prove, `graduator
+//     prove` at each of -list-prove-page-sizes (time, peak RSS); with
+//     -list-profile DIR, `graduator migrate --prune` with a CPU profile.
 //
 // With -plots DIR it draws (PNG): the knee, and the limit and the rates over
 // time of the engine at its defaults, idle and beside the foreground.
@@ -133,6 +136,22 @@ type options struct {
 	etcdDefaultQuota bool
 	// untoldBytes is the size of spec.notes in the untold section.
 	untoldBytes int
+	// listPageSizes are the page sizes of the listpages section,
+	// listProvePageSizes those of its `graduator prove` runs.
+	listPageSizes, listProvePageSizes []int64
+	// listRounds is how many times the listpages section repeats each read.
+	listRounds int
+	// listProve runs `graduator prove` in the listpages section.
+	listProve bool
+	// listProfile is where the listpages section writes the CPU profile of
+	// `graduator migrate --prune`; none when empty.
+	listProfile string
+	// featureGates is kube-apiserver's --feature-gates; its default when
+	// empty.
+	featureGates string
+	// listBytes is the size of spec.notes in the listpages section (0:
+	// the small objects').
+	listBytes int
 }
 
 // etcdQuota is the benchmark etcd's --quota-backend-bytes.
@@ -165,6 +184,13 @@ func main() {
 	flag.BoolVar(&o.etcdDefaultQuota, "etcd-default-quota", false, "Leave etcd at its default quota (2 GiB) rather than 8 GiB, as a newcomer's cluster runs it (the untold section).")
 	flag.IntVar(&o.untoldBytes, "untold-bytes", 1024, "untold section: the size of spec.notes, in bytes.")
 	flag.StringVar(&o.plots, "plots", "", "Write the run's plots (PNG) into this directory; none when empty.")
+	listSizes := flag.String("list-page-sizes", "500,2000,5000", "listpages section: the LIST page sizes compared, ascending.")
+	proveSizes := flag.String("list-prove-page-sizes", "500,2000", "listpages section: the page sizes of its `graduator prove` runs (-list-prove), ascending.")
+	flag.IntVar(&o.listRounds, "list-rounds", 1, "listpages section: how many times each read is repeated, the rounds interleaved.")
+	flag.BoolVar(&o.listProve, "list-prove", false, "listpages section: then switch the storage version to v2 and time `graduator prove` (and its peak RSS) at each of -list-prove-page-sizes.")
+	flag.StringVar(&o.listProfile, "list-profile", "", "listpages section: then run `graduator migrate --prune` with a CPU profile written into this directory.")
+	flag.IntVar(&o.listBytes, "list-bytes", 0, "listpages section: the size of spec.notes of its objects, in bytes (0: the small objects' few bytes). At 16 KB the population's etcd transactions of 128 puts exceed gRPC's 2 MiB message limit: at most about 15 KB.")
+	flag.StringVar(&o.featureGates, "apiserver-feature-gates", "", "kube-apiserver's --feature-gates (EtcdRangeStream=false, for example); its defaults when empty.")
 	childKubeconfig := flag.String("child-kubeconfig", "", "internal: run the engine on -child-group with this kubeconfig and exit")
 	childGroup := flag.String("child-group", "", "internal: the group whose widgets the child migrates")
 	flag.Parse()
@@ -201,6 +227,15 @@ func main() {
 	if o.crdCounts, err = ascending("crds", *crdCounts); err == nil {
 		o.scaleNs, err = ascending("scale-ns", *scaleNs)
 	}
+	if err == nil {
+		o.listPageSizes, err = ascending64("list-page-sizes", *listSizes)
+	}
+	if err == nil {
+		o.listProvePageSizes, err = ascending64("list-prove-page-sizes", *proveSizes)
+	}
+	if err == nil && o.listRounds < 1 {
+		err = fmt.Errorf("-list-rounds must be at least 1")
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
@@ -230,6 +265,16 @@ func ascending(name, value string) ([]int, error) {
 		return nil, fmt.Errorf("-%s must be ascending", name)
 	}
 	return counts, nil
+}
+
+// ascending64 is ascending as int64s.
+func ascending64(name, value string) ([]int64, error) {
+	counts, err := ascending(name, value)
+	out := make([]int64, len(counts))
+	for i, c := range counts {
+		out[i] = int64(c)
+	}
+	return out, err
 }
 
 // bench is the control plane and clients the sections share.
@@ -265,7 +310,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 		defer func() { _ = os.RemoveAll(filepath.Dir(manager)) }()
 	}
-	if b.has("snapshot") || b.has("scale") || b.has("untold") {
+	if b.has("snapshot") || b.has("scale") || b.has("untold") || b.has("listpages") {
 		if cli, err = buildBinary(ctx, o.cliPkg); err != nil {
 			return err
 		}
@@ -299,6 +344,9 @@ func run(ctx context.Context, o options) (err error) {
 			// cannot turn it off for one CRD: it applies to built-in
 			// resources only.
 			env.ControlPlane.GetAPIServer().Configure().Set("watch-cache", strconv.FormatBool(o.watchCache))
+			if o.featureGates != "" {
+				env.ControlPlane.GetAPIServer().Configure().Set("feature-gates", o.featureGates)
+			}
 			return nil
 		},
 	})
@@ -339,7 +387,7 @@ func run(ctx context.Context, o options) (err error) {
 		{"snapshot", func(ctx context.Context) error { return b.snapshot(ctx, cli) }},
 		{"proof", b.proof},
 		{"scale", func(ctx context.Context) error { return b.scale(ctx, cli, manager) }},
-		{"listpages", b.listPages},
+		{"listpages", func(ctx context.Context) error { return b.listPages(ctx, cli) }},
 		{"untold", func(ctx context.Context) error { return b.untold(ctx, cli) }},
 	}
 	for _, s := range steps {
