@@ -129,8 +129,10 @@ const (
 	// PriorityBackground keeps other clients' write rate at 55% or more of
 	// their rate without the migration, measured by pausing it briefly now
 	// and then, and its own write latency within 1.7 times its latency
-	// alone (every client's writes wait in that queue); on a server others
-	// barely write to, it is PriorityFull. The default.
+	// alone (every client's writes wait in that queue). It starts at one
+	// writer and pauses after its first write, so that it measured the
+	// others before it takes more; on a server others barely write to, it
+	// is PriorityFull. The default.
 	PriorityBackground Priority = "Background"
 	// PriorityFull takes the server's full speed, for maintenance windows:
 	// the limit climbs to Concurrency and comes down only when the server
