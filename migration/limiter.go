@@ -51,9 +51,16 @@ import (
 //     (reason Queueing; verdict.go). The stricter of the two wins.
 //   - When the others write under a tenth of the engine's rate alone
 //     (leases, events), the server is idle and Background is Full.
-//   - Until a pause has measured the others, Background holds its first
-//     limit, InitialLimit writers: without numeric resourceVersions (etcd's
-//     revisions) it never measures them and stays there.
+//   - Background starts at one writer and pauses as soon as a write of its
+//     own has told it etcd's revision: until a pause measured the others it
+//     knows nothing of them, and its first writes are every client's queue.
+//     A first pause that finds the server idle takes it to InitialLimit
+//     writers (then as Full); one that finds others writing starts it
+//     slowly: from one writer, the limit doubles from one window to the
+//     next while the judge sees room for twice (TCP's slow start), and
+//     moves by the rule from the first window that does not. Without
+//     numeric resourceVersions (etcd's revisions) it never measures them
+//     and holds InitialLimit writers from its first window on.
 //
 // Full climbs to the most writers its limits allow, doubling each window
 // (by quarters once the server has pushed back), and comes down only on
@@ -106,8 +113,14 @@ const (
 	minWindowTime         = 100 * time.Millisecond
 )
 
-// InitialLimit is the adaptive limit's first value.
+// InitialLimit is the adaptive limit's first value with priority Full, and
+// Background's once its first pause found the server idle (or its first
+// window, without etcd's revisions to pause by).
 const InitialLimit = 8
+
+// StartLimit is Background's limit until its first pause: one writer, so
+// that the writes it sends knowing nothing of the others queue no one.
+const StartLimit = 1
 
 // Priority says how much of the API server a migration takes.
 type Priority string
@@ -116,8 +129,10 @@ const (
 	// PriorityBackground keeps other clients' write rate at 55% or more of
 	// their rate without the migration, measured by pausing it briefly now
 	// and then, and its own write latency within 1.7 times its latency
-	// alone (every client's writes wait in that queue); on a server others
-	// barely write to, it is PriorityFull. The default.
+	// alone (every client's writes wait in that queue). It starts at one
+	// writer and pauses after its first write, so that it measured the
+	// others before it takes more; on a server others barely write to, it
+	// is PriorityFull. The default.
 	PriorityBackground Priority = "Background"
 	// PriorityFull takes the server's full speed, for maintenance windows:
 	// the limit climbs to Concurrency and comes down only when the server
@@ -245,6 +260,9 @@ type LimitState struct {
 	// pause measured it. BasePauses counts the pauses it is the mean of.
 	Base       time.Duration
 	BasePauses int
+	// SlowStart: the first pause found others writing; the limit doubles
+	// from each window to the next while the judge sees room for twice.
+	SlowStart bool
 	// AtLimit is what the windows at the current limit measured.
 	AtLimit AtLimit
 	// PauseEvery is how long after the last pause the next one is due: 0
@@ -282,7 +300,7 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 	case w.Throttled:
 		return s.backOff(maxLimit)
 	case w.Paused:
-		return s.paused(w, priority)
+		return s.paused(w, priority, maxLimit)
 	}
 	s.Rate = w.Rate()
 	full := priority == PriorityFull || (s.Measured && s.Idle)
@@ -305,12 +323,22 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 			s.PauseEvery = 0 // someone else writes now: measure them
 		}
 		return s.climb(maxLimit, maxLimit, !s.Gentle)
+	case !s.Measured && s.Limit < initialLimit:
+		// A window closed before any pause: no revision to pause by.
+		s.Limit, s.Reason = min(initialLimit, maxLimit), LimitProbing
+		return s
 	case !s.Measured || w.Others() < 0:
 		s.Reason = LimitHolding // nothing to judge by yet
 		return s
 	}
 	s.AtLimit = s.AtLimit.add(w, s.Limit)
 	v := judge(s.AtLimit, s.Alone, s.Base)
+	if s.SlowStart {
+		if !v.harmed() && v.writers >= 2*float64(s.Limit) {
+			return s.climb(maxLimit, maxLimit, true)
+		}
+		s.SlowStart = false // from here, by the rule
+	}
 	if s.AtLimit.Windows < minJudged && !v.severe {
 		return s // one window at a limit is the server's swing as much as the engine's
 	}
@@ -355,18 +383,19 @@ func (s LimitState) climb(upTo, maxLimit int, double bool) LimitState {
 // backOff halves the limit and holds it there for a few windows.
 func (s LimitState) backOff(maxLimit int) LimitState {
 	s.Limit = min(max(s.Limit/2, 1), maxLimit)
-	s.Reason, s.Hold, s.Gentle = LimitBackingOff, holdWindows, true
+	s.Reason, s.Hold, s.Gentle, s.SlowStart = LimitBackingOff, holdWindows, true, false
 	return s
 }
 
 // paused takes in a pause's measure of the others' rate alone, and sets
 // when the next pause is due: sooner while they write, later while the
-// server is idle.
-func (s LimitState) paused(w Window, priority Priority) LimitState {
+// server is idle. The first pause sets where the limit starts from.
+func (s LimitState) paused(w Window, priority Priority, maxLimit int) LimitState {
 	alone := w.Others()
 	if alone < 0 || priority == PriorityFull {
 		return s
 	}
+	first := !s.Measured
 	s.Alone = alone
 	if s.Measured {
 		s.Alone = (alone + s.Last) / 2
@@ -376,8 +405,25 @@ func (s LimitState) paused(w Window, priority Priority) LimitState {
 		s.BasePauses = min(s.BasePauses+1, basePauses)
 		s.Base += (w.Latency - s.Base) / time.Duration(s.BasePauses)
 	}
+	rate := s.Rate
+	if rate == 0 && w.Latency > 0 {
+		// No window yet (the first pause comes after the first write):
+		// one writer's rate, the pause's write. Under the engine's rate
+		// at more writers, so a server may be taken for busy at first;
+		// the next pause, from a window's rate, corrects it.
+		rate = 1 / w.Latency.Seconds()
+	}
 	wasIdle := s.Idle
-	s.Idle = alone < idleOthers*s.Rate
+	s.Idle = alone < idleOthers*rate
+	if first {
+		s.SlowStart = !s.Idle
+		if s.Idle && s.Limit < initialLimit {
+			s.Limit, s.Reason = min(initialLimit, maxLimit), LimitProbing
+		}
+	}
+	if s.Idle {
+		s.SlowStart = false
+	}
 	switch {
 	case !s.Idle:
 		s.PauseEvery = pauseEvery
@@ -465,8 +511,12 @@ func newLimiter(maxLimit int, fixed bool, priority Priority) *limiter {
 	if priority == "" {
 		priority = PriorityBackground
 	}
+	start := StartLimit
+	if priority == PriorityFull {
+		start = initialLimit
+	}
 	l := &limiter{
-		state:    LimitState{Limit: min(initialLimit, maxLimit), Reason: LimitProbing},
+		state:    LimitState{Limit: min(start, maxLimit), Reason: LimitProbing},
 		maxLimit: maxLimit, priority: priority, fixed: fixed,
 		wake: make(chan struct{}), now: time.Now,
 	}
@@ -631,6 +681,12 @@ func (l *limiter) count(now time.Time, s Signal) {
 // measure adds a write to the window, closes the window when it has
 // enough, and decides the window closed before once its writes are back.
 func (l *limiter) measure(now time.Time, s Signal) {
+	if l.firstPauseDue() {
+		// The first pause waits for no window: until it measured the
+		// others, every write the engine sends is theirs to wait behind.
+		l.startPause()
+		return
+	}
 	if c := l.closing; c != nil && (c.left <= 0 || l.inFlight == 0) {
 		l.settle(now)
 	}
@@ -690,11 +746,27 @@ func (l *limiter) decide(now time.Time, w Window) {
 		l.changed = now
 		l.win = Window{}
 	}
+	l.setState(next)
 	if next.PauseEvery >= 0 && l.phase == running && l.revision > 0 && !w.Throttled &&
 		(l.lastPause.IsZero() || now.Sub(l.lastPause) >= next.PauseEvery) {
-		next.Reason = LimitPausing
-		l.phase, l.win, l.closing = draining, Window{}, nil
+		l.startPause()
 	}
+}
+
+// firstPauseDue reports whether Background's first pause may start: a
+// write told etcd's revision, and no pause measured the others yet. Full
+// and a fixed concurrency never pause, whatever the state says.
+func (l *limiter) firstPauseDue() bool {
+	return l.priority == PriorityBackground && !l.fixed && l.phase == running && l.revision > 0 &&
+		l.lastPause.IsZero() && !l.state.Measured && l.state.PauseEvery == 0
+}
+
+// startPause stops writers from starting: the writes in flight finish,
+// then the others write alone (Release moves on once none is in flight).
+func (l *limiter) startPause() {
+	l.phase, l.win, l.closing = draining, Window{}, nil
+	next := l.state
+	next.Reason = LimitPausing
 	l.setState(next)
 }
 

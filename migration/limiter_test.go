@@ -381,8 +381,40 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 				Expect(float64(during)).To(BeNumerically("<=", 2*float64(alone)), "the paced client's p99")
 				Expect(beside.rate()).To(BeNumerically(">=", 0.5*idle), "the engine's rate beside it, of its idle rate")
 			})
+
+			It("from the start, beside a client paced at 100 writes/s: its p99 over the first 10 s within 2x of alone", func(ctx SpecContext) {
+				server := server
+				server.paced = 100
+				run := simulate(ctx, server, PriorityBackground, 10*time.Second)
+				during, alone := run.pacedP99()
+				GinkgoWriter.Printf("from the start beside 100 writes/s, over 10 s: %s; the paced client's p99 %s, alone %s (%.2fx)\n",
+					run, during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
+				Expect(float64(during)).To(BeNumerically("<=", 2*float64(alone)), "the paced client's p99 over the first 10 s")
+			})
 		})
 	}
+
+	// The start: until its first pause the engine knows nothing of the
+	// others, and whatever it writes then they wait behind. Over the first
+	// 10 s (a thousand of the paced client's writes, so that the p99 is
+	// its ten slowest), on the server whose latency grows from the first
+	// writer (a 2-core control plane; on the knee-shaped server a few
+	// writers cost nothing), the start must cost the paced client no more
+	// than the settled run does.
+	It("from the start, beside a client paced at 100 writes/s on a server whose own work shares its cores: one writer until the first pause, and its p99 over the first 10 s within 3x",
+		func(ctx SpecContext) {
+			shared := simServer{capacity: capacity, overhead: 2, cost: 1.7, paced: 100}
+			run := simulate(ctx, shared, PriorityBackground, 10*time.Second)
+			first := slices.IndexFunc(run, func(s sample) bool { return s.reason == LimitPausing })
+			Expect(first).To(BeNumerically(">=", 0), "a first pause")
+			before := slices.MaxFunc(run[:first+1], func(a, b sample) int { return a.limit - b.limit })
+			during, alone := run.pacedP99()
+			GinkgoWriter.Printf("from the start beside 100 writes/s, overhead 2: the first pause at %s (the limit at most %d before it); over 10 s %s; the paced client's p99 %s, alone %s (%.2fx)\n",
+				run[first].at, before.limit, run, during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
+			Expect(before.limit).To(Equal(StartLimit), "the limit before the first pause")
+			Expect(run[first].at).To(BeNumerically("<", 100*time.Millisecond), "the first pause after the first write")
+			Expect(float64(during)).To(BeNumerically("<=", 3*float64(alone)), "the paced client's p99 over the first 10 s")
+		})
 
 	It("on a server whose own work shares its cores (a 2-core control plane), reaches the bound idle and leaves an 8-writer foreground 55% or more",
 		func(ctx SpecContext) {
@@ -476,7 +508,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		Expect(median).To(Equal(DefaultConcurrency), "beside 8 foreground writers")
 	})
 
-	It("halves on a throttle, once per burst, never below one writer", func(ctx SpecContext) {
+	It("halves on a throttle, once per burst, never below one writer", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		// APF seats: more than 12 writes in flight are refused with a 429.
 		server := simServer{capacity: capacity, knee: 8, closed: 8, seats: 12}
 		run := simulate(ctx, server, PriorityFull, 30*time.Second)
@@ -547,6 +579,17 @@ var _ = Describe("NextLimit: the rule", func() {
 		s.Base, s.BasePauses = base, basePauses
 		return s
 	}
+	// pausedFor is a pause's window, the others writing others a second
+	// alone, ended by one write of the engine's taking latency.
+	pausedFor := func(others float64, latency time.Duration) Window {
+		return Window{Start: t0, End: t0.Add(time.Second / 4), Paused: true, Writes: 1, Latency: latency,
+			OwnStored: 1, Stored: 1 + int64(others/4)}
+	}
+	// slowStart is s in its slow start.
+	slowStart := func(s LimitState) LimitState {
+		s.SlowStart = true
+		return s
+	}
 	// after is s once it measured w at its limit: the rule moves the limit
 	// from the second window at it on.
 	after := func(s LimitState, w Window) LimitState {
@@ -569,6 +612,7 @@ var _ = Describe("NextLimit: the rule", func() {
 			Expect(got.Limit).To(Equal(want.Limit))
 			Expect(got.Reason).To(Equal(want.Reason))
 			Expect(got.Hold).To(Equal(want.Hold))
+			Expect(got.SlowStart).To(Equal(want.SlowStart))
 		},
 		Entry("Full, the first window: double", LimitState{Limit: 8, Reason: LimitProbing}, window(8, 400), PriorityFull,
 			LimitState{Limit: 16, Reason: LimitProbing}),
@@ -589,6 +633,26 @@ var _ = Describe("NextLimit: the rule", func() {
 			LimitState{Limit: 64, Reason: LimitHolding}),
 		Entry("Background, before the first pause: hold", LimitState{Limit: 8, Reason: LimitProbing}, beside(window(8, 400), 100), PriorityBackground,
 			LimitState{Limit: 8, Reason: LimitHolding}),
+		Entry("Background, a window before any pause (no revision to pause by): up to InitialLimit", LimitState{Limit: StartLimit, Reason: LimitProbing},
+			window(1, 100), PriorityBackground, LimitState{Limit: InitialLimit, Reason: LimitProbing}),
+		Entry("Background's first pause, after its first write, finds others writing: a slow start from one writer",
+			LimitState{Limit: StartLimit, Reason: LimitPausing}, pausedFor(400, 10*time.Millisecond), PriorityBackground,
+			LimitState{Limit: 1, Reason: LimitHolding, SlowStart: true}),
+		Entry("Background's first pause finds others under a tenth of one writer's rate (the pause's write, 10 ms: 100/s): idle, up to InitialLimit",
+			LimitState{Limit: StartLimit, Reason: LimitPausing}, pausedFor(8, 10*time.Millisecond), PriorityBackground,
+			LimitState{Limit: InitialLimit, Reason: LimitProbing}),
+		Entry("a later pause finds others writing: no slow start", LimitState{Limit: 16, Reason: LimitPausing, Measured: true, Idle: true, Rate: 400},
+			pausedFor(400, 10*time.Millisecond), PriorityBackground, LimitState{Limit: 16, Reason: LimitHolding}),
+		entry("slow start, the others keep their rate and its writes take their base (room for twice): double, from the first window",
+			slowStart(based(measured(2, 100), 10*time.Millisecond)), slow(beside(window(2, 200), 100), 10*time.Millisecond), PriorityBackground,
+			LimitState{Limit: 4, Reason: LimitProbing, SlowStart: true}),
+		entry("slow start, own writes 1.2x their base at 4 writers (1.4x lies at 7, under twice): over; the first window at a limit holds",
+			slowStart(based(measured(4, 100), 10*time.Millisecond)), slow(beside(window(4, 400), 100), 12*time.Millisecond), PriorityBackground,
+			LimitState{Limit: 4, Reason: LimitHolding}),
+		entry("slow start, the others keep 20%: over, down by half at once", slowStart(measured(16, 1000)), beside(window(16, 400), 200), PriorityBackground,
+			LimitState{Limit: 8, Reason: LimitYielding}),
+		Entry("slow start, a 429: over, halve", slowStart(measured(8, 1000)), Window{Throttled: true}, PriorityBackground,
+			LimitState{Limit: 4, Reason: LimitBackingOff, Hold: holdWindows}),
 		Entry("Background on an idle server: as Full, double", idleAt(16), beside(window(16, 400), 10), PriorityBackground,
 			LimitState{Limit: 32, Reason: LimitProbing}),
 		Entry("Background on an idle server, collapsed: halve", func() LimitState { s := idleAt(64); s.Best, s.BestLatency = 1000, 64*time.Millisecond; return s }(),
@@ -675,8 +739,11 @@ var _ = Describe("NextLimit: the rule", func() {
 	})
 })
 
+// The limiter's specs run it on a fake clock that moves only when they move
+// it: a writer waiting for a pause to end waits for ever. NodeTimeout makes
+// that a failure with a stack, not a test binary killed after 10 minutes.
 var _ = Describe("The limiter", func() {
-	It("measures windows of the writes made under the current limit only", func(ctx SpecContext) {
+	It("measures windows of the writes made under the current limit only", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 		l := newLimiter(64, false, PriorityFull)
 		l.now = func() time.Time { return now }
@@ -704,7 +771,7 @@ var _ = Describe("The limiter", func() {
 		Expect(l.win.Start.IsZero()).To(BeTrue())
 	})
 
-	It("counts the writes the server stored by etcd's revision: its own, and others' in between", func(ctx SpecContext) {
+	It("counts the writes the server stored by etcd's revision: its own, and others' in between", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		l := newLimiter(64, false, PriorityFull)
 		now := time.Now()
 		l.now = func() time.Time { return now }
@@ -744,7 +811,7 @@ var _ = Describe("The limiter", func() {
 		}
 	})
 
-	It("counts its own writes stored but not yet answered when a window closes as its own: alone, nobody else writes", func(ctx SpecContext) {
+	It("counts its own writes stored but not yet answered when a window closes as its own: alone, nobody else writes", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		l := newLimiter(64, false, PriorityFull)
 		now := time.Now()
 		l.now = func() time.Time { return now }
@@ -773,7 +840,7 @@ var _ = Describe("The limiter", func() {
 		}
 	})
 
-	It("pauses: lets its writes in flight finish, sends none for a moment, then one, whose revision gives the others' rate alone", func(ctx SpecContext) {
+	It("pauses: lets its writes in flight finish, sends none for a moment, then one, whose revision gives the others' rate alone", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 		l := newLimiter(64, false, PriorityBackground)
 		l.now = func() time.Time { return now }
@@ -816,7 +883,7 @@ var _ = Describe("The limiter", func() {
 		Expect(l.tryAcquire()).To(BeTrue(), "writing again")
 	})
 
-	It("never pauses with priority Full, or with a fixed concurrency", func(ctx SpecContext) {
+	It("never pauses with priority Full, or with a fixed concurrency", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		for _, l := range []*limiter{newLimiter(64, false, PriorityFull), newLimiter(16, true, PriorityBackground)} {
 			now := time.Now()
 			l.now = func() time.Time { return now }
@@ -829,7 +896,7 @@ var _ = Describe("The limiter", func() {
 		}
 	})
 
-	It("holds every writer back for a Retry-After, and frees a slot on release", func(ctx SpecContext) {
+	It("holds every writer back for a Retry-After, and frees a slot on release", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		l := newLimiter(64, false, "")
 		l.state = LimitState{Limit: 4, Reason: LimitHolding}
 		now := time.Now()

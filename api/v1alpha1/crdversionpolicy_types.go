@@ -62,7 +62,9 @@ const (
 	// then; and its own write latency, kept within 1.7 times the latency of
 	// one write of its alone, so that a client writing at its own pace does
 	// not wait long behind it (every client's writes wait in the same
-	// queue). On an API server other clients barely write to, it is Full.
+	// queue). It starts at one writer and pauses after its first write, so
+	// that it has measured the others before it takes more. On an API
+	// server other clients barely write to, it is Full.
 	// It cannot see readers (a LIST is not counted by etcd's revision) nor
 	// writes to another etcd: API Priority and Fairness (the chart's
 	// FlowSchema and PriorityLevelConfiguration) arbitrates those, by
@@ -330,8 +332,9 @@ type MigrationSettings struct {
 	// or more of the write rate they have without the migration (measured
 	// by pausing it briefly now and then), and the migration's own write
 	// latency stays within 1.7 times its latency alone (a client that
-	// writes at its own pace waits behind the migration's writes); on a
-	// server others barely write to it is Full. It sees writes to its etcd,
+	// writes at its own pace waits behind the migration's writes); it
+	// starts at one writer and measures the others after its first write;
+	// on a server others barely write to it is Full. It sees writes to its etcd,
 	// not readers nor other etcds: the API server's Priority and Fairness
 	// (the chart's FlowSchema and PriorityLevelConfiguration) bounds its
 	// requests in flight against those. Full takes the server's full speed

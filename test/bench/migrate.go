@@ -56,7 +56,7 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 	var settled []int
 	contenders := []contender{
 		{"engine (defaults: adaptive, no QPS cap)", func(gvr schema.GroupVersionResource) error {
-			t := newTrace(migration.InitialLimit)
+			t := newTrace(migration.StartLimit)
 			err := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
 			t.done()
 			fmt.Printf("  (adaptive writer limit: %s)\n", t)

@@ -157,7 +157,7 @@ func (b *bench) politeIdle(ctx context.Context, id identity) (float64, float64, 
 	if err != nil {
 		return 0, 0, err
 	}
-	t := newTrace(migration.InitialLimit)
+	t := newTrace(migration.StartLimit)
 	if err := engine(ctx, id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine})); err != nil {
 		return 0, 0, fmt.Errorf("engine: %w", err)
 	}
@@ -200,7 +200,7 @@ func (b *bench) besideClosedLoop(ctx context.Context, id identity, fg schema.Gro
 		fgErr  error
 		done   = make(chan struct{})
 	)
-	t := newTrace(migration.InitialLimit)
+	t := newTrace(migration.StartLimit)
 	fgWrites := newCounter(t.start)
 	go func() {
 		defer close(done)
@@ -275,7 +275,7 @@ func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVer
 		return pacedFigures{}, err
 	}
 	fctx, cancel = context.WithCancel(ctx)
-	t := newTrace(migration.InitialLimit)
+	t := newTrace(migration.StartLimit)
 	var (
 		during = &latencies{start: t.start}
 		fgErr  error
