@@ -104,9 +104,9 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	By("a concurrent client creating, updating and deleting pizzas throughout")
 	c := startClient(runCtx, seed, s.ClientEvery)
 
-	By("the manager process, and the policy")
-	mgr := startManager()
-	stages := startStageTracker(mgr.LogPath(), auditOffset, policy)
+	By(fmt.Sprintf("the manager (%d replicas), and the policy", s.Replicas()))
+	mgrs := startManagers(s.Replicas())
+	stages := startStageTracker(mgrs.logPaths(), auditOffset, policy)
 	createPolicy(ctx, s)
 
 	By("the faults: " + s.String())
@@ -115,7 +115,7 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 		met := waitFor(ctx, stages, policy, guard, f, s.ReadyBound())
 		_, _ = fmt.Fprintf(GinkgoWriter, "%s: %s met %s\n", time.Now().Format("15:04:05.000"), f, met)
 		res.met = append(res.met, metFault{kind: f.Kind, aimed: f.Stage, met: met})
-		lastEnd = inject(ctx, f, mgr)
+		lastEnd = inject(ctx, f, mgrs, stages, res)
 	}
 
 	By(fmt.Sprintf("invariant 4: Ready within %s of the last fault", s.ReadyBound()))
@@ -129,11 +129,11 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	guard.wait()
 	policy.wait()
 	stages.wait()
-	mgr.Stop(30 * time.Second)
-	res.restarts = mgr.Restarts()
+	mgrs.stop(30 * time.Second)
+	res.restarts = mgrs.restarts()
 
 	By("invariant 6: no process or port left behind by the manager")
-	Expect(mgr.Leftovers()).To(BeEmpty())
+	Expect(mgrs.leftovers()).To(BeEmpty())
 
 	By("invariant 2: storedVersions never dropped a version etcd still held")
 	Expect(guard.violations()).To(BeEmpty(), "storedVersions dropped a version etcd still held")
@@ -152,7 +152,9 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	Expect(counts).To(HaveKey(pizzaGroup+"/"+newVersion), "versions stored in etcd: %v", counts)
 
 	By("invariant 1: no object lost or changed but by the concurrent client")
-	res.touched = c.touched()
+	// What a lagging API server wrote is the migration's to rewrite, as the
+	// client's writes are.
+	res.touched = c.touched() + len(res.lagged)
 	Expect(c.unaccounted(ctx, before)).To(BeEmpty(), "objects lost or changed but by the concurrent client")
 
 	By("invariant 5: no write storm")
@@ -192,10 +194,87 @@ func installPizzas(ctx context.Context) {
 	Expect(counts).To(Equal(map[string]int{pizzaGroup + "/" + oldVersion: size.Objects}))
 }
 
+// replicas are the manager processes of a run, leader election on.
+type replicas []*envtestutil.ManagerProcess
+
+// startManagers starts n replicas of the manager binary, supervised.
+func startManagers(n int) replicas {
+	out := make(replicas, n)
+	for i := range out {
+		out[i] = startManager(fmt.Sprintf("manager-%d", i))
+	}
+	return out
+}
+
+func (r replicas) logPaths() []string {
+	out := make([]string, len(r))
+	for i, m := range r {
+		out[i] = m.LogPath()
+	}
+	return out
+}
+
+func (r replicas) stop(grace time.Duration) {
+	for _, m := range r {
+		m.Stop(grace)
+	}
+}
+
+func (r replicas) restarts() int {
+	n := 0
+	for _, m := range r {
+		n += m.Restarts()
+	}
+	return n
+}
+
+func (r replicas) leftovers() []string {
+	var out []string
+	for _, m := range r {
+		out = append(out, m.Leftovers()...)
+	}
+	return out
+}
+
+// leader is the replica that holds the lease: the one whose log, since its
+// latest start, says it acquired it (client-go's leader election logs
+// "Successfully acquired lease").
+func (r replicas) leader(ctx context.Context) *envtestutil.ManagerProcess {
+	if len(r) == 1 {
+		return r[0]
+	}
+	var found *envtestutil.ManagerProcess
+	Eventually(ctx, func() bool {
+		for _, m := range r {
+			if acquiredSinceStart(m.LogPath()) {
+				found = m
+				return true
+			}
+		}
+		return false
+	}).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeTrue(), "a replica holds the lease")
+	return found
+}
+
+// acquiredSinceStart tells whether the log at path says the process
+// acquired the lease since it last started (ManagerProcess marks each
+// start with a line "---- name: start #n").
+func acquiredSinceStart(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	text := string(data)
+	if i := strings.LastIndex(text, "---- "); i >= 0 {
+		text = text[i:]
+	}
+	return strings.Contains(text, `"msg":"Successfully acquired lease"`)
+}
+
 // startManager starts the manager binary, supervised, with leader election.
-func startManager() *envtestutil.ManagerProcess {
-	logPath := filepath.Join(GinkgoT().TempDir(), "manager.log")
-	mgr, err := envtestutil.NewManagerProcess("manager", managerBinary, logPath, func() ([]string, []string) {
+func startManager(name string) *envtestutil.ManagerProcess {
+	logPath := filepath.Join(GinkgoT().TempDir(), name+".log")
+	mgr, err := envtestutil.NewManagerProcess(name, managerBinary, logPath, func() ([]string, []string) {
 		metrics, err := envtestutil.FreeLocalAddr()
 		Expect(err).NotTo(HaveOccurred())
 		probes, err := envtestutil.FreeLocalAddr()
@@ -211,7 +290,7 @@ func startManager() *envtestutil.ManagerProcess {
 	DeferCleanup(func() {
 		mgr.Stop(30 * time.Second)
 		if CurrentSpecReport().Failed() {
-			AddReportEntry("manager log (last 40 lines)", envtestutil.Tail(logPath, 40))
+			AddReportEntry(name+" log (last 40 lines)", envtestutil.Tail(logPath, 40))
 		}
 	})
 	Expect(mgr.Start()).To(Succeed())
@@ -284,9 +363,26 @@ func waitReady(ctx context.Context, policy *policyWatch, guard *storageGuard, ti
 }
 
 // inject brings the fault, holds it, ends it, and returns when it ended.
-func inject(ctx context.Context, f robustness.Fault, mgr *envtestutil.ManagerProcess) time.Time {
+func inject(ctx context.Context, f robustness.Fault, mgrs replicas, stages *stageTracker, res *result) time.Time {
 	switch f.Kind {
+	case robustness.LeaderMove:
+		mgr := mgrs.leader(ctx)
+		Expect(mgr.Kill()).To(Succeed())
+		// The lease is left to expire: a replica takes over then (the
+		// other, or the killed one started again, whichever asks first).
+		time.Sleep(f.Duration)
+		Expect(mgr.Start()).To(Succeed())
+		next := mgrs.leader(ctx)
+		_, _ = fmt.Fprintf(GinkgoWriter, "%s: the lease moved to %s\n", time.Now().Format("15:04:05.000"), next.LogPath())
+	case robustness.LaggingAPIServer:
+		// The settle delay is the bound a lag must keep; past the
+		// settling, the lagging server has learned.
+		settling := func() bool {
+			return robustness.StageRank(stages.current()) <= robustness.StageRank(robustness.StageSettling)
+		}
+		res.lagged = writeLagging(ctx, f.Delay, f.Duration, settling, res.lagged)
 	case robustness.KillManager:
+		mgr := mgrs.leader(ctx)
 		Expect(mgr.Kill()).To(Succeed())
 		// The dead manager's lease would expire in 15 s: delete it instead.
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "graduator.graduator.io", Namespace: "default"}}
@@ -341,6 +437,40 @@ func inject(ctx context.Context, f robustness.Fault, mgr *envtestutil.ManagerPro
 		Fail("unknown fault " + string(f.Kind))
 	}
 	return time.Now()
+}
+
+// writeLagging is a second API server that has not learned the storage
+// version: for lag, while lagging(), every every, it writes a pizza stored
+// in v1alpha1, as
+// such a server stores an update it serves (the object read at v1alpha1
+// through the API, put back in etcd at the revision read). It returns
+// written with the names it wrote added.
+func writeLagging(ctx context.Context, every, lag time.Duration, lagging func() bool, written map[string]bool) map[string]bool {
+	if written == nil {
+		written = map[string]bool{}
+	}
+	old := dyn.Resource(pizzaenv.Resource(oldVersion)).Namespace("default")
+	list, err := old.List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(list.Items).NotTo(BeEmpty())
+	prefix := fmt.Sprintf("%s/%s/pizzas/default/", etcd.Prefix, pizzaGroup)
+	// A stride through the names: a spread of objects the run has and has
+	// not rewritten yet, the same from one replay to the next.
+	for i, end := 0, time.Now().Add(lag); time.Now().Before(end) && lagging(); i++ {
+		name := list.Items[(i*7)%len(list.Items)].GetName()
+		obj, err := old.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			stored, err := envtestutil.WriteAsLaggingAPIServer(ctx, etcd.Client(), prefix+name, obj)
+			Expect(err).NotTo(HaveOccurred())
+			if stored {
+				written[name] = true
+			}
+		}
+		time.Sleep(every)
+	}
+	_, _ = fmt.Fprintf(GinkgoWriter, "%s: the lagging API server wrote %d pizzas in %s\n",
+		time.Now().Format("15:04:05.000"), len(written), oldVersion)
+	return written
 }
 
 // denyUpdates denies every UPDATE of pizzas for hold.
@@ -444,11 +574,13 @@ type metFault struct {
 }
 
 type result struct {
-	schedule      robustness.Schedule
-	met           []metFault
-	faultToReady  time.Duration
-	restarts      int
-	touched       int
+	schedule     robustness.Schedule
+	met          []metFault
+	faultToReady time.Duration
+	restarts     int
+	touched      int
+	// lagged are the pizzas a lagging API server wrote in v1alpha1.
+	lagged        map[string]bool
 	writes        int
 	cleanupWrites int
 	bound         int

@@ -133,10 +133,31 @@ const (
 	// PriorityEdit switches the policy's priority (Background <-> Full):
 	// a spec change that interrupts the running migration.
 	PriorityEdit Kind = "policy-priority"
+	// LaggingAPIServer is a second API server that learns the new storage
+	// version late: for Duration after the storage switch it stores the
+	// objects it writes in the old version, one every Delay. Duration is
+	// within the policy's settle delay, the bound the settle delay states.
+	LaggingAPIServer Kind = "apiserver-lag"
+	// LeaderMove SIGKILLs the replica of two that holds the leader
+	// election lease and leaves the lease to expire: the other takes over.
+	// The killed replica starts again after Duration, as the standby.
+	LeaderMove Kind = "leader-move"
 )
 
 // Kinds is the menu.
-var Kinds = []Kind{KillManager, RestartAPIServer, WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates, Compaction, PausePolicy, PriorityEdit}
+var Kinds = []Kind{KillManager, RestartAPIServer, WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates, Compaction, PausePolicy,
+	PriorityEdit, LaggingAPIServer, LeaderMove}
+
+// StagesOf are the stages a fault of the kind is aimed at. An API server
+// that has not learned the storage version matters only once the storage
+// switched, and its lag must end within the settle delay (what the policy's
+// settleDelay promises to cover): it is aimed at the switch's settling.
+func StagesOf(k Kind) []Stage {
+	if k == LaggingAPIServer {
+		return []Stage{StageSettling}
+	}
+	return Stages
+}
 
 // ReadyBound is how long after a fault of the kind ended the policy may
 // take to be Ready, beyond the work left (WorkBound). A failed step is
@@ -151,6 +172,8 @@ func ReadyBound(k Kind) time.Duration {
 		return 90 * time.Second // the manager reconnects; a stalled step backs off
 	case WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates:
 		return 75 * time.Second // a blocked preflight waits 30 s; a stalled step backs off
+	case LeaderMove:
+		return 60 * time.Second // the lease expires (15 s), the standby takes over and resumes
 	}
 	return 30 * time.Second
 }
@@ -185,6 +208,8 @@ func (f Fault) String() string {
 	switch f.Kind {
 	case WebhookSlow:
 		fmt.Fprintf(&b, " %s/conn for %s", f.Delay, f.Duration)
+	case LaggingAPIServer:
+		fmt.Fprintf(&b, " a write every %s for %s", f.Delay, f.Duration)
 	case WebhookFlap:
 		fmt.Fprintf(&b, " every %s for %s", f.Delay, f.Duration)
 	case Compaction:
@@ -236,7 +261,7 @@ func Draw(seed uint64, size Size) Schedule {
 	}
 	n := 1 + r.IntN(max(size.MaxFaults, 1))
 	for range n {
-		s.Faults = append(s.Faults, drawFault(r, size))
+		s.Faults = append(s.Faults, drawFault(r, size, s.SettleDelay))
 	}
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int {
 		if c := cmp.Compare(StageRank(a.Stage), StageRank(b.Stage)); c != 0 {
@@ -247,16 +272,22 @@ func Draw(seed uint64, size Size) Schedule {
 	return s
 }
 
-func drawFault(r *rand.Rand, size Size) Fault {
-	f := Fault{Kind: pick(r, Kinds), Stage: pick(r, Stages)}
+func drawFault(r *rand.Rand, size Size, settle time.Duration) Fault {
+	f := Fault{Kind: pick(r, Kinds)}
+	f.Stage = pick(r, StagesOf(f.Kind))
 	if f.Stage == StageMainPass {
 		f.AtHandled = int64(r.IntN(max(size.Objects*9/10, 1)))
 	} else {
 		f.After = between(r, 0, 100*time.Millisecond, 10*time.Millisecond)
 	}
 	switch f.Kind {
-	case KillManager:
+	case KillManager, LeaderMove:
 		f.Duration = between(r, 0, 3*time.Second, 100*time.Millisecond)
+	case LaggingAPIServer:
+		// Its lag starts when the switch step is seen, before the switch
+		// is written, and ends within the settle delay that follows it.
+		f.Delay = between(r, 20*time.Millisecond, 200*time.Millisecond, 10*time.Millisecond)
+		f.Duration = between(r, 200*time.Millisecond, max(settle-f.After, 200*time.Millisecond), 100*time.Millisecond)
 	case WebhookDown, DenyUpdates, PausePolicy:
 		f.Duration = between(r, time.Second, 10*time.Second, 100*time.Millisecond)
 	case WebhookSlow:
@@ -295,6 +326,17 @@ func (s Schedule) String() string {
 func (s Schedule) WorkBound() time.Duration {
 	pass := time.Duration(float64(s.Size.Objects) / float64(s.QPS) * float64(time.Second))
 	return 30*time.Second + 4*pass + s.SettleDelay + s.RetireAfter
+}
+
+// Replicas is how many manager processes the run starts: two when a
+// leader is to move, one otherwise.
+func (s Schedule) Replicas() int {
+	for _, f := range s.Faults {
+		if f.Kind == LeaderMove {
+			return 2
+		}
+	}
+	return 1
 }
 
 // ReadyBound is how long after the last fault ended the policy may take to

@@ -18,7 +18,9 @@ package robustness
 
 import (
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
@@ -57,10 +59,33 @@ func TestDrawCoversTheMenu(t *testing.T) {
 	}
 	for _, k := range Kinds {
 		for _, s := range Stages {
-			if !met[k][s] {
-				t.Errorf("200 seeds never aim %s at %s", k, s)
+			if aimable := slices.Contains(StagesOf(k), s); met[k][s] != aimable {
+				t.Errorf("200 seeds: %s aimed at %s %t, want %t", k, s, met[k][s], aimable)
 			}
 		}
+	}
+}
+
+func TestDrawKeepsTheLagWithinTheSettleDelay(t *testing.T) {
+	size := Size{Name: "small", Objects: 200, MaxFaults: 3}
+	lags := 0
+	for seed := uint64(1); seed <= 300; seed++ {
+		s := Draw(seed, size)
+		for _, f := range s.Faults {
+			if f.Kind != LaggingAPIServer {
+				continue
+			}
+			lags++
+			if f.After+f.Duration > max(s.SettleDelay, f.After+200*time.Millisecond) || f.Delay <= 0 {
+				t.Errorf("seed %d: a lag of %s after %s, every %s, with a settle delay of %s", seed, f.Duration, f.After, f.Delay, s.SettleDelay)
+			}
+		}
+		if want := 1; s.Replicas() != want && !slices.ContainsFunc(s.Faults, func(f Fault) bool { return f.Kind == LeaderMove }) {
+			t.Errorf("seed %d: %d replicas without a leader move", seed, s.Replicas())
+		}
+	}
+	if lags == 0 {
+		t.Fatal("300 seeds drew no lagging API server")
 	}
 }
 

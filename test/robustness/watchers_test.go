@@ -174,13 +174,13 @@ func (w *policyWatch) wait() { <-w.done }
 // started" lines, JSON), the manager's dry-run writes in the API server's
 // audit log, and the policy's status, reading both logs as they grow.
 type stageTracker struct {
-	path   string
 	policy *policyWatch
 
-	mu          sync.Mutex
-	offset      int64
+	mu sync.Mutex
+	// logs are the replicas' logs; the step the latest line says started
+	// is the run's.
+	logs        []*followedLog
 	auditOffset int64
-	partial     []byte
 	lastStep    string
 	stepStart   time.Time
 	switched    bool
@@ -190,10 +190,21 @@ type stageTracker struct {
 	cleanupAt time.Time
 }
 
-// startStageTracker follows the manager's log at path, and the audit log
+// followedLog is a log file read as it grows.
+type followedLog struct {
+	path    string
+	offset  int64
+	partial []byte
+}
+
+// startStageTracker follows the managers' logs at paths, and the audit log
 // from auditOffset.
-func startStageTracker(path string, auditOffset int64, policy *policyWatch) *stageTracker {
-	return &stageTracker{path: path, policy: policy, auditOffset: auditOffset}
+func startStageTracker(paths []string, auditOffset int64, policy *policyWatch) *stageTracker {
+	t := &stageTracker{policy: policy, auditOffset: auditOffset}
+	for _, p := range paths {
+		t.logs = append(t.logs, &followedLog{path: p})
+	}
+	return t
 }
 
 func (t *stageTracker) current() robustness.Stage {
@@ -218,29 +229,42 @@ func (t *stageTracker) readAudit() {
 	}
 }
 
-// readNew reads the lines the manager wrote since the last call.
+// readNew reads the lines the managers wrote since the last call.
 func (t *stageTracker) readNew() {
-	f, err := os.Open(t.path)
+	for _, l := range t.logs {
+		t.readLines(l.newLines())
+	}
+}
+
+// newLines returns the complete lines written since the last call.
+func (l *followedLog) newLines() [][]byte {
+	f, err := os.Open(l.path)
 	if err != nil {
-		return
+		return nil
 	}
 	defer func() { _ = f.Close() }()
-	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
-		return
+	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
+		return nil
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
-		return
+		return nil
 	}
-	t.offset += int64(len(data))
-	data = append(t.partial, data...)
+	l.offset += int64(len(data))
+	data = append(l.partial, data...)
 	last := bytes.LastIndexByte(data, '\n')
 	if last < 0 {
-		t.partial = data
-		return
+		l.partial = data
+		return nil
 	}
-	t.partial = slices.Clone(data[last+1:])
-	for _, line := range bytes.Split(data[:last], []byte("\n")) {
+	l.partial = slices.Clone(data[last+1:])
+	return bytes.Split(data[:last], []byte("\n"))
+}
+
+// readLines takes the "step started" lines; a line older than the step
+// already seen (another replica's log, read later) does not move it back.
+func (t *stageTracker) readLines(lines [][]byte) {
+	for _, line := range lines {
 		if !bytes.Contains(line, []byte(`"step started"`)) {
 			continue
 		}
@@ -252,11 +276,15 @@ func (t *stageTracker) readNew() {
 		if json.Unmarshal(line, &entry) != nil || entry.Msg != "step started" {
 			continue
 		}
-		t.lastStep, t.stepStart, t.dryRuns = entry.Step, logTime(entry.TS), 0
+		at := logTime(entry.TS)
 		t.switched = t.switched || entry.Step == "SwitchStorage"
-		if entry.Step == "CleanupManagedFields" && t.cleanupAt.IsZero() {
-			t.cleanupAt = logTime(entry.TS)
+		if entry.Step == "CleanupManagedFields" && (t.cleanupAt.IsZero() || at.Before(t.cleanupAt)) {
+			t.cleanupAt = at
 		}
+		if at.Before(t.stepStart) {
+			continue
+		}
+		t.lastStep, t.stepStart, t.dryRuns = entry.Step, at, 0
 	}
 }
 
