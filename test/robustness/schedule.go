@@ -142,19 +142,30 @@ const (
 	// election lease and leaves the lease to expire: the other takes over.
 	// The killed replica starts again after Duration, as the standby.
 	LeaderMove Kind = "leader-move"
+	// CRDAddVersion adds a version (v1, served, not stored) to the CRD, as
+	// its next release would: nothing the graduation should restart for.
+	CRDAddVersion Kind = "crd-add-version"
+	// CRDStorageBack sets the CRD's storage version back to the old one
+	// (and serves it again), as applying the old manifest would: a change
+	// that asks the graduation to start over.
+	CRDStorageBack Kind = "crd-storage-back"
 )
 
 // Kinds is the menu.
 var Kinds = []Kind{KillManager, RestartAPIServer, WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates, Compaction, PausePolicy,
-	PriorityEdit, LaggingAPIServer, LeaderMove}
+	PriorityEdit, LaggingAPIServer, LeaderMove, CRDAddVersion, CRDStorageBack}
 
 // StagesOf are the stages a fault of the kind is aimed at. An API server
 // that has not learned the storage version matters only once the storage
 // switched, and its lag must end within the settle delay (what the policy's
 // settleDelay promises to cover): it is aimed at the switch's settling.
+// Setting the storage version back is one once the switch was written.
 func StagesOf(k Kind) []Stage {
-	if k == LaggingAPIServer {
+	switch k {
+	case LaggingAPIServer:
 		return []Stage{StageSettling}
+	case CRDStorageBack:
+		return Stages[slices.Index(Stages, StageSettling):]
 	}
 	return Stages
 }
@@ -174,6 +185,8 @@ func ReadyBound(k Kind) time.Duration {
 		return 75 * time.Second // a blocked preflight waits 30 s; a stalled step backs off
 	case LeaderMove:
 		return 60 * time.Second // the lease expires (15 s), the standby takes over and resumes
+	case CRDStorageBack:
+		return 75 * time.Second // the graduation again (Schedule.ReadyBound adds its work); a blocked step backs off
 	}
 	return 30 * time.Second
 }
@@ -214,7 +227,7 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " every %s for %s", f.Delay, f.Duration)
 	case Compaction:
 		fmt.Fprintf(&b, " x%d every %s", f.Count, f.Delay)
-	case RestartAPIServer, PriorityEdit:
+	case RestartAPIServer, PriorityEdit, CRDAddVersion, CRDStorageBack:
 	default:
 		fmt.Fprintf(&b, " for %s", f.Duration)
 	}
@@ -346,16 +359,38 @@ func (s Schedule) ReadyBound() time.Duration {
 	for _, f := range s.Faults {
 		worst = max(worst, ReadyBound(f.Kind))
 	}
-	return s.WorkBound() + worst
+	return time.Duration(1+s.StorageSetBacks())*s.WorkBound() + worst
 }
+
+// StorageSetBacks is how many times the schedule sets the CRD's storage
+// version back: each asks for the graduation again.
+func (s Schedule) StorageSetBacks() int {
+	n := 0
+	for _, f := range s.Faults {
+		if f.Kind == CRDStorageBack {
+			n++
+		}
+	}
+	return n
+}
+
+// StorageSetBack is the mark a run puts in its log of phases where it set
+// the CRD's storage version back (ordered by resourceVersion with the
+// policy's states): a change that asks the graduation to start over.
+const StorageSetBack graduatorv1alpha1.Phase = "(CRD storage version set back)"
 
 // PhaseWentBack returns the first phase of phases (in the order shown)
 // that came after a later one of the graduation, with the phases up to it;
 // "" when none did. Blocked is a stall that may come at any step: it has no
-// rank.
+// rank. After a StorageSetBack mark, the graduation may start over: the
+// order counts from there.
 func PhaseWentBack(phases []graduatorv1alpha1.Phase) (graduatorv1alpha1.Phase, []graduatorv1alpha1.Phase) {
 	highest := -1
 	for i, p := range phases {
+		if p == StorageSetBack {
+			highest = -1
+			continue
+		}
 		rank, ranked := phaseRank[p]
 		if !ranked {
 			continue
@@ -375,7 +410,9 @@ var phaseRank = map[graduatorv1alpha1.Phase]int{
 }
 
 // StormBound is the most object writes a run may make: 1.2 x the objects
-// there were, plus those the concurrent client touched.
-func StormBound(objects, touched int) int {
-	return objects*6/5 + touched
+// there were, plus those the concurrent client touched; that again for
+// every time the CRD's storage version was set back (each asks for a pass
+// over every object).
+func StormBound(objects, touched, setBacks int) int {
+	return (1 + setBacks) * (objects*6/5 + touched)
 }

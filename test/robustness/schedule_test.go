@@ -49,7 +49,7 @@ func TestDrawIsReproducible(t *testing.T) {
 func TestDrawCoversTheMenu(t *testing.T) {
 	size := Size{Name: "small", Objects: 200, MaxFaults: 3}
 	met := map[Kind]map[Stage]bool{}
-	for seed := uint64(1); seed <= 200; seed++ {
+	for seed := uint64(1); seed <= 500; seed++ {
 		for _, f := range Draw(seed, size).Faults {
 			if met[f.Kind] == nil {
 				met[f.Kind] = map[Stage]bool{}
@@ -60,7 +60,7 @@ func TestDrawCoversTheMenu(t *testing.T) {
 	for _, k := range Kinds {
 		for _, s := range Stages {
 			if aimable := slices.Contains(StagesOf(k), s); met[k][s] != aimable {
-				t.Errorf("200 seeds: %s aimed at %s %t, want %t", k, s, met[k][s], aimable)
+				t.Errorf("500 seeds: %s aimed at %s %t, want %t", k, s, met[k][s], aimable)
 			}
 		}
 	}
@@ -140,6 +140,9 @@ func TestPhaseWentBack(t *testing.T) {
 		{"blocked in between", p(pre, blk, pre, mig, blk, mig, grad), ""},
 		{"graduated back to migrating", p(mig, grad, mig), mig},
 		{"retiring back to migrating through blocked", p(mig, ret, blk, mig), mig},
+		{"graduated, the storage set back, the graduation again", p(mig, grad, StorageSetBack, pre, mig, grad), ""},
+		{"a set-back allows one start over, not two", p(mig, StorageSetBack, pre, mig, pre), pre},
+		{"back before the set-back", p(ret, mig, StorageSetBack, pre), mig},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, _ := PhaseWentBack(tc.phases); got != tc.want {
@@ -150,7 +153,10 @@ func TestPhaseWentBack(t *testing.T) {
 }
 
 func TestStormBound(t *testing.T) {
-	if got := StormBound(1000, 37); got != 1237 {
-		t.Errorf("StormBound(1000, 37) = %d, want 1237", got)
+	if got := StormBound(1000, 37, 0); got != 1237 {
+		t.Errorf("StormBound(1000, 37, 0) = %d, want 1237", got)
+	}
+	if got := StormBound(1000, 37, 1); got != 2474 {
+		t.Errorf("StormBound(1000, 37, 1) = %d, want 2474", got)
 	}
 }

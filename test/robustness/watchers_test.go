@@ -18,6 +18,7 @@ package robustness_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,9 +109,22 @@ func (g *storageGuard) wait() { <-g.done }
 // policyWatch records every phase the policy shows, and its latest status.
 type policyWatch struct {
 	mu     sync.Mutex
-	phases []graduatorv1alpha1.Phase
+	phases []seenPhase
 	latest *graduatorv1alpha1.CRDVersionPolicyStatus
-	done   chan struct{}
+	// latestRV is the resourceVersion of latest; markRV that of the last
+	// mark: a Ready from before the mark is the first graduation's.
+	latestRV, markRV int64
+	done             chan struct{}
+}
+
+// seenPhase is a phase the policy showed, or a mark the run put (the CRD's
+// storage version set back), at a resourceVersion: envtest's one etcd
+// numbers the policy's and the CRD's revisions alike, so a status the
+// operator wrote before the CRD changed sorts before the mark even when
+// its event comes after.
+type seenPhase struct {
+	rv    int64
+	phase graduatorv1alpha1.Phase
 }
 
 func startPolicyWatch(ctx context.Context) *policyWatch {
@@ -127,12 +142,26 @@ func (w *policyWatch) see(obj *unstructured.Unstructured) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p); err != nil {
 		return
 	}
+	rv, _ := strconv.ParseInt(p.ResourceVersion, 10, 64)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.latest = &p.Status
-	if phase := p.Status.Phase; phase != "" && (len(w.phases) == 0 || w.phases[len(w.phases)-1] != phase) {
-		w.phases = append(w.phases, phase)
+	w.latest, w.latestRV = &p.Status, max(w.latestRV, rv)
+	if phase := p.Status.Phase; phase != "" {
+		w.phases = append(w.phases, seenPhase{rv: rv, phase: phase})
 	}
+}
+
+// mark puts robustness.StorageSetBack in the log at the CRD's
+// resourceVersion rv.
+func (w *policyWatch) mark(rv string) {
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil {
+		Fail(fmt.Sprintf("the CRD's resourceVersion %q: %v", rv, err))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.phases = append(w.phases, seenPhase{rv: n, phase: robustness.StorageSetBack})
+	w.markRV = max(w.markRV, n)
 }
 
 func (w *policyWatch) status() *graduatorv1alpha1.CRDVersionPolicyStatus {
@@ -150,19 +179,33 @@ func (w *policyWatch) handled() int64 {
 	return s.Migration.Rewritten + s.Migration.Skipped + s.Migration.Failed
 }
 
+// ready tells whether the policy is Ready, in a state written after the
+// last mark.
 func (w *policyWatch) ready() bool {
-	s := w.status()
-	if s == nil {
+	w.mu.Lock()
+	s, fresh := w.latest, w.latestRV > w.markRV
+	w.mu.Unlock()
+	if s == nil || !fresh {
 		return false
 	}
 	c := meta.FindStatusCondition(s.Conditions, graduatorv1alpha1.ConditionReady)
 	return c != nil && c.Status == metav1.ConditionTrue
 }
 
+// phaseLog is the phases in the order of their resourceVersions (a relist
+// shows a state again: once each), the marks among them.
 func (w *policyWatch) phaseLog() []graduatorv1alpha1.Phase {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.phases)
+	seen := slices.Clone(w.phases)
+	w.mu.Unlock()
+	slices.SortStableFunc(seen, func(a, b seenPhase) int { return cmp.Compare(a.rv, b.rv) })
+	var out []graduatorv1alpha1.Phase
+	for _, s := range seen {
+		if len(out) == 0 || out[len(out)-1] != s.phase {
+			out = append(out, s.phase)
+		}
+	}
+	return out
 }
 
 func (w *policyWatch) wait() { <-w.done }
