@@ -25,10 +25,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,8 +97,9 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 
 	runCtx, stopWatching := context.WithCancel(ctx)
 	DeferCleanup(stopWatching)
+	embedded := s.Door == robustness.DoorEmbedded
 	guard := startStorageGuard(runCtx)
-	policy := startPolicyWatch(runCtx)
+	policy := startPolicyWatch(runCtx, embedded)
 	start := time.Now()
 	_, auditOffset, err := audit.WritesFrom(pizzaGroup, "pizzas", 0)
 	Expect(err).NotTo(HaveOccurred())
@@ -104,10 +107,19 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	By("a concurrent client creating, updating and deleting pizzas throughout")
 	c := startClient(runCtx, seed, s.ClientEvery)
 
-	By(fmt.Sprintf("the manager (%d replicas), and the policy", s.Replicas()))
-	mgrs := startManagers(s.Replicas())
-	stages := startStageTracker(mgrs.logPaths(), auditOffset, policy)
-	createPolicy(ctx, s)
+	var mgrs replicas
+	if embedded {
+		By("the CRD's new release (v1beta1 stored), and the operator embedding crdmigrate")
+		Expect(envtestutil.SetStorageVersion(ctx, k8sClient, pizzaCRD, newVersion)).To(Succeed())
+		mgrs = replicas{startEmbedder(s)}
+	} else {
+		By(fmt.Sprintf("the manager (%d replicas), and the policy", s.Replicas()))
+		mgrs = startManagers(s.Replicas())
+	}
+	stages := startStageTracker(mgrs.logPaths(), auditOffset, policy, embedded)
+	if !embedded {
+		createPolicy(ctx, s)
+	}
 
 	By("the faults: " + s.String())
 	var lastEnd time.Time
@@ -161,10 +173,15 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	By("invariant 5: no write storm")
 	// The retirement's managedFields cleanup is a pass of its own over the
 	// objects created at v1alpha1 (each at most once): it is counted apart.
-	cleanupAt := stages.cleanupStarted()
-	Expect(cleanupAt).NotTo(BeZero(), "the managedFields cleanup started")
-	res.writes = managerWrites(auditOffset, start, cleanupAt)
-	res.cleanupWrites = managerWrites(auditOffset, cleanupAt, time.Now())
+	if embedded {
+		// crdmigrate retires nothing: no cleanup.
+		res.writes = managerWrites(auditOffset, start, time.Now())
+	} else {
+		cleanupAt := stages.cleanupStarted()
+		Expect(cleanupAt).NotTo(BeZero(), "the managedFields cleanup started")
+		res.writes = managerWrites(auditOffset, start, cleanupAt)
+		res.cleanupWrites = managerWrites(auditOffset, cleanupAt, time.Now())
+	}
 	setBacks := s.StorageSetBacks()
 	res.bound = robustness.StormBound(size.Objects, res.touched, setBacks)
 	cleanupBound := (1 + setBacks) * (size.Objects + res.touched)
@@ -308,6 +325,45 @@ func startManager(name string) *envtestutil.ManagerProcess {
 	return mgr
 }
 
+// startEmbedder starts the embed suite's operator, which adds crdmigrate
+// for the Pizza CRD and nothing else, supervised.
+func startEmbedder(s robustness.Schedule) *envtestutil.ManagerProcess {
+	logPath := filepath.Join(GinkgoT().TempDir(), "embedder.log")
+	p, err := envtestutil.NewManagerProcess("embedder", embedderBinary(), logPath, func() ([]string, []string) {
+		return []string{
+			"--kubeconfig", managerKubeconfig, "--crds", pizzaCRD,
+			"--settle-delay", s.SettleDelay.String(), "--qps", fmt.Sprint(s.QPS),
+			"--zap-time-encoding", "rfc3339nano",
+		}, nil
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		p.Stop(30 * time.Second)
+		if CurrentSpecReport().Failed() {
+			AddReportEntry("embedder log (last 40 lines)", envtestutil.Tail(logPath, 40))
+		}
+	})
+	Expect(p.Start()).To(Succeed())
+	return p
+}
+
+var (
+	embedderOnce sync.Once
+	embedderPath string
+)
+
+// embedderBinary builds the embed suite's operator the first time a run
+// needs it.
+func embedderBinary() string {
+	embedderOnce.Do(func() {
+		var err error
+		embedderPath, err = gexec.Build("github.com/graduator/graduator/test/embed/embedded")
+		Expect(err).NotTo(HaveOccurred())
+	})
+	Expect(embedderPath).NotTo(BeEmpty(), "the embedder binary was built")
+	return embedderPath
+}
+
 // createPolicy asks for v1beta1 with the schedule's knobs, and the
 // retirement of v1alpha1 after its grace period.
 func createPolicy(ctx context.Context, s robustness.Schedule) {
@@ -397,6 +453,10 @@ func inject(ctx context.Context, f robustness.Fault, mgrs replicas, stages *stag
 			return robustness.StageRank(stages.current()) <= robustness.StageRank(robustness.StageSettling)
 		}
 		res.lagged = writeLagging(ctx, f.Delay, f.Duration, settling, res.lagged)
+	case robustness.KillEmbedder:
+		Expect(mgrs[0].Kill()).To(Succeed())
+		time.Sleep(f.Duration)
+		Expect(mgrs[0].Start()).To(Succeed())
 	case robustness.KillManager:
 		mgr := mgrs.leader(ctx)
 		Expect(mgr.Kill()).To(Succeed())

@@ -149,11 +149,45 @@ const (
 	// (and serves it again), as applying the old manifest would: a change
 	// that asks the graduation to start over.
 	CRDStorageBack Kind = "crd-storage-back"
+	// KillEmbedder SIGKILLs the operator that embeds crdmigrate (the
+	// embed suite's binary, which graduates the CRD in these runs instead
+	// of the manager) and starts it again after Duration.
+	KillEmbedder Kind = "kill-embedder"
 )
 
 // Kinds is the menu.
 var Kinds = []Kind{KillManager, RestartAPIServer, WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates, Compaction, PausePolicy,
-	PriorityEdit, LaggingAPIServer, LeaderMove, CRDAddVersion, CRDStorageBack}
+	PriorityEdit, LaggingAPIServer, LeaderMove, CRDAddVersion, CRDStorageBack, KillEmbedder}
+
+// Door is what graduates the CRD in a run.
+type Door string
+
+const (
+	// DoorOperator is the manager (cmd/manager) with a CRDVersionPolicy.
+	DoorOperator Door = "operator"
+	// DoorEmbedded is an operator embedding crdmigrate: the CRD's new
+	// release stores v1beta1 (the run sets the storage flag, as applying
+	// it would) and crdmigrate migrates and prunes; there is no policy, no
+	// preflight before a switch and no retirement.
+	DoorEmbedded Door = "embedded"
+)
+
+// embeddedOdds: one run in embeddedOdds is an embedded one.
+const embeddedOdds = 6
+
+// KindsOf is the menu of a door: an embedded run has no policy to pause or
+// edit, no manager replicas, and a storage version set back would be its
+// new target (GitOps), not a fault; a SIGKILL of it comes first.
+func KindsOf(d Door) []Kind {
+	if d == DoorEmbedded {
+		return []Kind{RestartAPIServer, WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates, Compaction, LaggingAPIServer, CRDAddVersion}
+	}
+	return slices.DeleteFunc(slices.Clone(Kinds), func(k Kind) bool { return k == KillEmbedder })
+}
+
+// EmbeddedStages are the stages of an embedded run: the storage was
+// switched before it starts.
+var EmbeddedStages = []Stage{StageSettling, StageMainPass, StageSweep, StagePrune}
 
 // StagesOf are the stages a fault of the kind is aimed at. An API server
 // that has not learned the storage version matters only once the storage
@@ -162,6 +196,8 @@ var Kinds = []Kind{KillManager, RestartAPIServer, WebhookDown, WebhookSlow, Webh
 // Setting the storage version back is one once the switch was written.
 func StagesOf(k Kind) []Stage {
 	switch k {
+	case KillEmbedder:
+		return EmbeddedStages
 	case LaggingAPIServer:
 		return []Stage{StageSettling}
 	case CRDStorageBack:
@@ -177,7 +213,7 @@ func StagesOf(k Kind) []Stage {
 // once it ends.
 func ReadyBound(k Kind) time.Duration {
 	switch k {
-	case KillManager:
+	case KillManager, KillEmbedder:
 		return 45 * time.Second // a start, the lease, a resume
 	case RestartAPIServer:
 		return 90 * time.Second // the manager reconnects; a stalled step backs off
@@ -248,6 +284,7 @@ type Size struct {
 type Schedule struct {
 	Seed        uint64
 	Size        Size
+	Door        Door
 	PageSize    int64
 	Concurrency int32
 	QPS         int32
@@ -258,6 +295,36 @@ type Schedule struct {
 	// ClientEvery is the pause between two writes of the concurrent client.
 	ClientEvery time.Duration
 	Faults      []Fault
+}
+
+// Aim is a fault kind aimed at a stage: a cell of the menu.
+type Aim struct {
+	Kind  Kind
+	Stage Stage
+}
+
+// Cover is every cell of the menu (each kind at each stage it can be aimed
+// at), in pairs a run can hold together: seed i, from 1 to len(Cover()),
+// aims its two faults at pair i, so that as many seeds aim a fault of every
+// kind at every stage once (their moments and sizes are still drawn).
+// Later seeds draw kinds and stages at random. Kind by kind, so a pair is
+// one kind at two stages; the embedded door's SIGKILLs come last.
+func Cover() [][]Aim {
+	var cells []Aim
+	for _, k := range KindsOf(DoorOperator) {
+		for _, st := range StagesOf(k) {
+			cells = append(cells, Aim{k, st})
+		}
+	}
+	var out [][]Aim
+	for i := 0; i < len(cells); i += 2 {
+		out = append(out, cells[i:min(i+2, len(cells))])
+	}
+	embedded := StagesOf(KillEmbedder)
+	for i := 0; i < len(embedded); i += 2 {
+		out = append(out, []Aim{{KillEmbedder, embedded[i]}, {KillEmbedder, embedded[min(i+1, len(embedded)-1)]}})
+	}
+	return out
 }
 
 // Draw draws the schedule of seed.
@@ -272,9 +339,26 @@ func Draw(seed uint64, size Size) Schedule {
 		RetireAfter: between(r, 2*time.Second, 6*time.Second, 100*time.Millisecond),
 		ClientEvery: between(r, 20*time.Millisecond, 120*time.Millisecond, 10*time.Millisecond),
 	}
-	n := 1 + r.IntN(max(size.MaxFaults, 1))
-	for range n {
-		s.Faults = append(s.Faults, drawFault(r, size, s.SettleDelay))
+	s.Door = DoorOperator
+	if cover := Cover(); seed >= 1 && seed <= uint64(len(cover)) {
+		for _, aim := range cover[seed-1] {
+			if aim.Kind == KillEmbedder {
+				s.Door = DoorEmbedded
+			}
+			s.Faults = append(s.Faults, drawFault(r, size, s.SettleDelay, aim))
+		}
+	} else {
+		if r.IntN(embeddedOdds) == 0 {
+			s.Door = DoorEmbedded
+		}
+		n := 1 + r.IntN(max(size.MaxFaults, 1))
+		for i := range n {
+			kind := pick(r, KindsOf(s.Door))
+			if s.Door == DoorEmbedded && i == 0 {
+				kind = KillEmbedder
+			}
+			s.Faults = append(s.Faults, drawFault(r, size, s.SettleDelay, Aim{kind, pick(r, stagesIn(kind, s.Door))}))
+		}
 	}
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int {
 		if c := cmp.Compare(StageRank(a.Stage), StageRank(b.Stage)); c != 0 {
@@ -285,16 +369,30 @@ func Draw(seed uint64, size Size) Schedule {
 	return s
 }
 
-func drawFault(r *rand.Rand, size Size, settle time.Duration) Fault {
-	f := Fault{Kind: pick(r, Kinds)}
-	f.Stage = pick(r, StagesOf(f.Kind))
-	if f.Stage == StageMainPass {
+// stagesIn are the stages a fault of the kind can be aimed at in a run of
+// the door.
+func stagesIn(kind Kind, door Door) []Stage {
+	stages := StagesOf(kind)
+	if door == DoorEmbedded {
+		stages = slices.DeleteFunc(slices.Clone(stages), func(s Stage) bool { return !slices.Contains(EmbeddedStages, s) })
+	}
+	return stages
+}
+
+// drawFault draws the moment and the size of a fault aimed as aim.
+func drawFault(r *rand.Rand, size Size, settle time.Duration, aim Aim) Fault {
+	f := Fault{Kind: aim.Kind, Stage: aim.Stage}
+	switch f.Stage {
+	case StageMainPass:
 		f.AtHandled = int64(r.IntN(max(size.Objects*9/10, 1)))
-	} else {
+	case StagePreflight, StagePrune:
+		// A few milliseconds at the sizes run: a fault aimed at them comes
+		// as soon as they are seen, or it meets the next stage.
+	default:
 		f.After = between(r, 0, 100*time.Millisecond, 10*time.Millisecond)
 	}
 	switch f.Kind {
-	case KillManager, LeaderMove:
+	case KillManager, LeaderMove, KillEmbedder:
 		f.Duration = between(r, 0, 3*time.Second, 100*time.Millisecond)
 	case LaggingAPIServer:
 		// Its lag starts when the switch step is seen, before the switch
@@ -328,8 +426,8 @@ func (s Schedule) String() string {
 	for i, f := range s.Faults {
 		faults[i] = f.String()
 	}
-	return fmt.Sprintf("seed=%d size=%s objects=%d page=%d writers=%d qps=%d settle=%s retireAfter=%s client=1/%s faults=[%s]",
-		s.Seed, s.Size.Name, s.Size.Objects, s.PageSize, s.Concurrency, s.QPS, s.SettleDelay, s.RetireAfter, s.ClientEvery,
+	return fmt.Sprintf("seed=%d door=%s size=%s objects=%d page=%d writers=%d qps=%d settle=%s retireAfter=%s client=1/%s faults=[%s]",
+		s.Seed, s.Door, s.Size.Name, s.Size.Objects, s.PageSize, s.Concurrency, s.QPS, s.SettleDelay, s.RetireAfter, s.ClientEvery,
 		strings.Join(faults, "; "))
 }
 

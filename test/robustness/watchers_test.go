@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/robustness"
 )
@@ -127,14 +128,39 @@ type seenPhase struct {
 	phase graduatorv1alpha1.Phase
 }
 
-func startPolicyWatch(ctx context.Context) *policyWatch {
+// startPolicyWatch watches the policy; embedded, the graduation's state
+// crdmigrate keeps in the CRD's annotation (driver.StateAnnotation).
+func startPolicyWatch(ctx context.Context, embedded bool) *policyWatch {
 	w := &policyWatch{done: make(chan struct{})}
 	go func() {
 		defer GinkgoRecover()
 		defer close(w.done)
+		if embedded {
+			envtestutil.WatchNamed(ctx, dyn, envtestutil.CRDResource, pizzaCRD, w.seeAnnotation)
+			return
+		}
 		envtestutil.WatchNamed(ctx, dyn, graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies"), pizzaCRD, w.see)
 	}()
 	return w
+}
+
+// seeAnnotation reads the graduation's state in the CRD's annotation.
+func (w *policyWatch) seeAnnotation(crd *unstructured.Unstructured) {
+	raw := crd.GetAnnotations()[driver.StateAnnotation]
+	if raw == "" {
+		return
+	}
+	var status graduatorv1alpha1.CRDVersionPolicyStatus
+	if json.Unmarshal([]byte(raw), &status) != nil {
+		return
+	}
+	p := graduatorv1alpha1.CRDVersionPolicy{Status: status}
+	p.ResourceVersion = crd.GetResourceVersion()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p)
+	if err != nil {
+		return
+	}
+	w.see(&unstructured.Unstructured{Object: obj})
 }
 
 func (w *policyWatch) see(obj *unstructured.Unstructured) {
@@ -241,9 +267,10 @@ type followedLog struct {
 }
 
 // startStageTracker follows the managers' logs at paths, and the audit log
-// from auditOffset.
-func startStageTracker(paths []string, auditOffset int64, policy *policyWatch) *stageTracker {
-	t := &stageTracker{policy: policy, auditOffset: auditOffset}
+// from auditOffset; switched: the storage was switched before the run (an
+// embedded one).
+func startStageTracker(paths []string, auditOffset int64, policy *policyWatch, switched bool) *stageTracker {
+	t := &stageTracker{policy: policy, auditOffset: auditOffset, switched: switched}
 	for _, p := range paths {
 		t.logs = append(t.logs, &followedLog{path: p})
 	}
