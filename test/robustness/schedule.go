@@ -480,13 +480,14 @@ const StorageSetBack graduatorv1alpha1.Phase = "(CRD storage version set back)"
 // PhaseWentBack returns the first phase of phases (in the order shown)
 // that came after a later one of the graduation, with the phases up to it;
 // "" when none did. Blocked is a stall that may come at any step: it has no
-// rank. After a StorageSetBack mark, the graduation may start over: the
-// order counts from there.
+// rank. A StorageSetBack mark allows the graduation to go back once after
+// it: the start over it asks for. Not at once: a status the operator
+// planned from the CRD before the change may still be written after it.
 func PhaseWentBack(phases []graduatorv1alpha1.Phase) (graduatorv1alpha1.Phase, []graduatorv1alpha1.Phase) {
-	highest := -1
+	highest, startOvers := -1, 0
 	for i, p := range phases {
 		if p == StorageSetBack {
-			highest = -1
+			startOvers++
 			continue
 		}
 		rank, ranked := phaseRank[p]
@@ -494,7 +495,12 @@ func PhaseWentBack(phases []graduatorv1alpha1.Phase) (graduatorv1alpha1.Phase, [
 			continue
 		}
 		if rank < highest {
-			return p, phases[:i+1]
+			if startOvers == 0 {
+				return p, phases[:i+1]
+			}
+			startOvers--
+			highest = rank
+			continue
 		}
 		highest = max(highest, rank)
 	}

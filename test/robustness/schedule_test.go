@@ -184,6 +184,8 @@ func TestPhaseWentBack(t *testing.T) {
 		{"graduated, the storage set back, the graduation again", p(mig, grad, StorageSetBack, pre, mig, grad), ""},
 		{"a set-back allows one start over, not two", p(mig, StorageSetBack, pre, mig, pre), pre},
 		{"back before the set-back", p(ret, mig, StorageSetBack, pre), mig},
+		{"a status planned before the set-back, written after it", p(mig, StorageSetBack, ret, mig, ret, grad), ""},
+		{"two set-backs, two start overs", p(mig, StorageSetBack, StorageSetBack, ret, mig, pre, mig), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, _ := PhaseWentBack(tc.phases); got != tc.want {
