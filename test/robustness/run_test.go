@@ -19,16 +19,20 @@ package robustness_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,8 +99,9 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 
 	runCtx, stopWatching := context.WithCancel(ctx)
 	DeferCleanup(stopWatching)
+	embedded := s.Door == robustness.DoorEmbedded
 	guard := startStorageGuard(runCtx)
-	policy := startPolicyWatch(runCtx)
+	policy := startPolicyWatch(runCtx, embedded)
 	start := time.Now()
 	_, auditOffset, err := audit.WritesFrom(pizzaGroup, "pizzas", 0)
 	Expect(err).NotTo(HaveOccurred())
@@ -104,10 +109,19 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	By("a concurrent client creating, updating and deleting pizzas throughout")
 	c := startClient(runCtx, seed, s.ClientEvery)
 
-	By("the manager process, and the policy")
-	mgr := startManager()
-	stages := startStageTracker(mgr.LogPath(), auditOffset, policy)
-	createPolicy(ctx, s)
+	var mgrs replicas
+	if embedded {
+		By("the CRD's new release (v1beta1 stored), and the operator embedding crdmigrate")
+		Expect(envtestutil.SetStorageVersion(ctx, k8sClient, pizzaCRD, newVersion)).To(Succeed())
+		mgrs = replicas{startEmbedder(s)}
+	} else {
+		By(fmt.Sprintf("the manager (%d replicas), and the policy", s.Replicas()))
+		mgrs = startManagers(s.Replicas())
+	}
+	stages := startStageTracker(mgrs.logPaths(), auditOffset, policy, embedded)
+	if !embedded {
+		createPolicy(ctx, s)
+	}
 
 	By("the faults: " + s.String())
 	var lastEnd time.Time
@@ -115,7 +129,7 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 		met := waitFor(ctx, stages, policy, guard, f, s.ReadyBound())
 		_, _ = fmt.Fprintf(GinkgoWriter, "%s: %s met %s\n", time.Now().Format("15:04:05.000"), f, met)
 		res.met = append(res.met, metFault{kind: f.Kind, aimed: f.Stage, met: met})
-		lastEnd = inject(ctx, f, mgr)
+		lastEnd = inject(ctx, f, mgrs, stages, policy, res)
 	}
 
 	By(fmt.Sprintf("invariant 4: Ready within %s of the last fault", s.ReadyBound()))
@@ -129,11 +143,11 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	guard.wait()
 	policy.wait()
 	stages.wait()
-	mgr.Stop(30 * time.Second)
-	res.restarts = mgr.Restarts()
+	mgrs.stop(30 * time.Second)
+	res.restarts = mgrs.restarts()
 
 	By("invariant 6: no process or port left behind by the manager")
-	Expect(mgr.Leftovers()).To(BeEmpty())
+	Expect(mgrs.leftovers()).To(BeEmpty())
 
 	By("invariant 2: storedVersions never dropped a version etcd still held")
 	Expect(guard.violations()).To(BeEmpty(), "storedVersions dropped a version etcd still held")
@@ -142,6 +156,7 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	By("invariant 3: the phase never went back")
 	phases := policy.phaseLog()
 	res.phases = phases
+	_, _ = fmt.Fprintf(GinkgoWriter, "phases: %v\n", phases)
 	back, upTo := robustness.PhaseWentBack(phases)
 	Expect(back).To(BeEmpty(), "the policy went back to %s: %v", back, upTo)
 
@@ -152,20 +167,37 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	Expect(counts).To(HaveKey(pizzaGroup+"/"+newVersion), "versions stored in etcd: %v", counts)
 
 	By("invariant 1: no object lost or changed but by the concurrent client")
-	res.touched = c.touched()
+	// What a lagging API server wrote is the migration's to rewrite, as the
+	// client's writes are.
+	res.touched = c.touched() + len(res.lagged)
 	Expect(c.unaccounted(ctx, before)).To(BeEmpty(), "objects lost or changed but by the concurrent client")
 
 	By("invariant 5: no write storm")
 	// The retirement's managedFields cleanup is a pass of its own over the
 	// objects created at v1alpha1 (each at most once): it is counted apart.
-	cleanupAt := stages.cleanupStarted()
-	Expect(cleanupAt).NotTo(BeZero(), "the managedFields cleanup started")
-	res.writes = managerWrites(auditOffset, start, cleanupAt)
-	res.cleanupWrites = managerWrites(auditOffset, cleanupAt, time.Now())
-	res.bound = robustness.StormBound(size.Objects, res.touched)
+	if embedded {
+		// crdmigrate retires nothing: no cleanup.
+		res.writes = managerWrites(auditOffset, start, time.Now())
+	} else {
+		cleanupAt := stages.cleanupStarted()
+		Expect(cleanupAt).NotTo(BeZero(), "the managedFields cleanup started")
+		res.writes = managerWrites(auditOffset, start, cleanupAt)
+		res.cleanupWrites = managerWrites(auditOffset, cleanupAt, time.Now())
+	}
+	setBacks := s.StorageSetBacks()
+	res.bound = robustness.StormBound(size.Objects, res.touched, setBacks)
+	cleanupBound := (1 + setBacks) * (size.Objects + res.touched)
+	if setBacks > 0 {
+		// A graduation started over may meet the cleanup of the first one
+		// before its own migration: the two are counted together.
+		Expect(res.writes+res.cleanupWrites).To(BeNumerically("<=", res.bound+cleanupBound),
+			"the manager wrote %d pizzas; the bound is %d x (1.2 x %d + %d touched by the client, and %d + %d for the cleanup)",
+			res.writes+res.cleanupWrites, 1+setBacks, size.Objects, res.touched, size.Objects, res.touched)
+		return res
+	}
 	Expect(res.writes).To(BeNumerically("<=", res.bound),
 		"the migration wrote %d pizzas; the bound is 1.2 x %d + %d touched by the client", res.writes, size.Objects, res.touched)
-	Expect(res.cleanupWrites).To(BeNumerically("<=", size.Objects+res.touched),
+	Expect(res.cleanupWrites).To(BeNumerically("<=", cleanupBound),
 		"the managedFields cleanup wrote %d pizzas; the bound is %d + %d touched by the client", res.cleanupWrites, size.Objects, res.touched)
 	return res
 }
@@ -192,10 +224,87 @@ func installPizzas(ctx context.Context) {
 	Expect(counts).To(Equal(map[string]int{pizzaGroup + "/" + oldVersion: size.Objects}))
 }
 
+// replicas are the manager processes of a run, leader election on.
+type replicas []*envtestutil.ManagerProcess
+
+// startManagers starts n replicas of the manager binary, supervised.
+func startManagers(n int) replicas {
+	out := make(replicas, n)
+	for i := range out {
+		out[i] = startManager(fmt.Sprintf("manager-%d", i))
+	}
+	return out
+}
+
+func (r replicas) logPaths() []string {
+	out := make([]string, len(r))
+	for i, m := range r {
+		out[i] = m.LogPath()
+	}
+	return out
+}
+
+func (r replicas) stop(grace time.Duration) {
+	for _, m := range r {
+		m.Stop(grace)
+	}
+}
+
+func (r replicas) restarts() int {
+	n := 0
+	for _, m := range r {
+		n += m.Restarts()
+	}
+	return n
+}
+
+func (r replicas) leftovers() []string {
+	var out []string
+	for _, m := range r {
+		out = append(out, m.Leftovers()...)
+	}
+	return out
+}
+
+// leader is the replica that holds the lease: the one whose log, since its
+// latest start, says it acquired it (client-go's leader election logs
+// "Successfully acquired lease").
+func (r replicas) leader(ctx context.Context) *envtestutil.ManagerProcess {
+	if len(r) == 1 {
+		return r[0]
+	}
+	var found *envtestutil.ManagerProcess
+	Eventually(ctx, func() bool {
+		for _, m := range r {
+			if acquiredSinceStart(m.LogPath()) {
+				found = m
+				return true
+			}
+		}
+		return false
+	}).WithTimeout(time.Minute).WithPolling(50*time.Millisecond).Should(BeTrue(), "a replica holds the lease")
+	return found
+}
+
+// acquiredSinceStart tells whether the log at path says the process
+// acquired the lease since it last started (ManagerProcess marks each
+// start with a line "---- name: start #n").
+func acquiredSinceStart(path string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	text := string(data)
+	if i := strings.LastIndex(text, "---- "); i >= 0 {
+		text = text[i:]
+	}
+	return strings.Contains(text, `"msg":"Successfully acquired lease"`)
+}
+
 // startManager starts the manager binary, supervised, with leader election.
-func startManager() *envtestutil.ManagerProcess {
-	logPath := filepath.Join(GinkgoT().TempDir(), "manager.log")
-	mgr, err := envtestutil.NewManagerProcess("manager", managerBinary, logPath, func() ([]string, []string) {
+func startManager(name string) *envtestutil.ManagerProcess {
+	logPath := filepath.Join(GinkgoT().TempDir(), name+".log")
+	mgr, err := envtestutil.NewManagerProcess(name, managerBinary, logPath, func() ([]string, []string) {
 		metrics, err := envtestutil.FreeLocalAddr()
 		Expect(err).NotTo(HaveOccurred())
 		probes, err := envtestutil.FreeLocalAddr()
@@ -211,11 +320,50 @@ func startManager() *envtestutil.ManagerProcess {
 	DeferCleanup(func() {
 		mgr.Stop(30 * time.Second)
 		if CurrentSpecReport().Failed() {
-			AddReportEntry("manager log (last 40 lines)", envtestutil.Tail(logPath, 40))
+			AddReportEntry(name+" log (last 40 lines)", envtestutil.Tail(logPath, 40))
 		}
 	})
 	Expect(mgr.Start()).To(Succeed())
 	return mgr
+}
+
+// startEmbedder starts the embed suite's operator, which adds crdmigrate
+// for the Pizza CRD and nothing else, supervised.
+func startEmbedder(s robustness.Schedule) *envtestutil.ManagerProcess {
+	logPath := filepath.Join(GinkgoT().TempDir(), "embedder.log")
+	p, err := envtestutil.NewManagerProcess("embedder", embedderBinary(), logPath, func() ([]string, []string) {
+		return []string{
+			"--kubeconfig", managerKubeconfig, "--crds", pizzaCRD,
+			"--settle-delay", s.SettleDelay.String(), "--qps", fmt.Sprint(s.QPS),
+			"--zap-time-encoding", "rfc3339nano",
+		}, nil
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		p.Stop(30 * time.Second)
+		if CurrentSpecReport().Failed() {
+			AddReportEntry("embedder log (last 40 lines)", envtestutil.Tail(logPath, 40))
+		}
+	})
+	Expect(p.Start()).To(Succeed())
+	return p
+}
+
+var (
+	embedderOnce sync.Once
+	embedderPath string
+)
+
+// embedderBinary builds the embed suite's operator the first time a run
+// needs it.
+func embedderBinary() string {
+	embedderOnce.Do(func() {
+		var err error
+		embedderPath, err = gexec.Build("github.com/graduator/graduator/test/embed/embedded")
+		Expect(err).NotTo(HaveOccurred())
+	})
+	Expect(embedderPath).NotTo(BeEmpty(), "the embedder binary was built")
+	return embedderPath
 }
 
 // createPolicy asks for v1beta1 with the schedule's knobs, and the
@@ -284,9 +432,35 @@ func waitReady(ctx context.Context, policy *policyWatch, guard *storageGuard, ti
 }
 
 // inject brings the fault, holds it, ends it, and returns when it ended.
-func inject(ctx context.Context, f robustness.Fault, mgr *envtestutil.ManagerProcess) time.Time {
+func inject(ctx context.Context, f robustness.Fault, mgrs replicas, stages *stageTracker, policy *policyWatch,
+	res *result) time.Time {
 	switch f.Kind {
+	case robustness.CRDAddVersion:
+		addVersion(ctx)
+	case robustness.CRDStorageBack:
+		policy.mark(setStorageBack(ctx))
+	case robustness.LeaderMove:
+		mgr := mgrs.leader(ctx)
+		Expect(mgr.Kill()).To(Succeed())
+		// The lease is left to expire: a replica takes over then (the
+		// other, or the killed one started again, whichever asks first).
+		time.Sleep(f.Duration)
+		Expect(mgr.Start()).To(Succeed())
+		next := mgrs.leader(ctx)
+		_, _ = fmt.Fprintf(GinkgoWriter, "%s: the lease moved to %s\n", time.Now().Format("15:04:05.000"), next.LogPath())
+	case robustness.LaggingAPIServer:
+		// The settle delay is the bound a lag must keep; past the
+		// settling, the lagging server has learned.
+		settling := func() bool {
+			return robustness.StageRank(stages.current()) <= robustness.StageRank(robustness.StageSettling)
+		}
+		res.lagged = writeLagging(ctx, f.Delay, f.Duration, settling, res.lagged)
+	case robustness.KillEmbedder:
+		Expect(mgrs[0].Kill()).To(Succeed())
+		time.Sleep(f.Duration)
+		Expect(mgrs[0].Start()).To(Succeed())
 	case robustness.KillManager:
+		mgr := mgrs.leader(ctx)
 		Expect(mgr.Kill()).To(Succeed())
 		// The dead manager's lease would expire in 15 s: delete it instead.
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "graduator.graduator.io", Namespace: "default"}}
@@ -322,8 +496,11 @@ func inject(ctx context.Context, f robustness.Fault, mgr *envtestutil.ManagerPro
 			}
 			resp, err := etcd.Client().Get(ctx, "compact-probe")
 			Expect(err).NotTo(HaveOccurred())
-			_, err = etcd.Client().Compact(ctx, resp.Header.Revision)
-			Expect(err).NotTo(HaveOccurred())
+			// Nothing written since the last compaction: etcd is compacted
+			// there already.
+			if _, err = etcd.Client().Compact(ctx, resp.Header.Revision); !errors.Is(err, rpctypes.ErrCompacted) {
+				Expect(err).NotTo(HaveOccurred())
+			}
 		}
 	case robustness.PausePolicy:
 		patchPolicy(ctx, `{"spec":{"paused":true}}`)
@@ -341,6 +518,101 @@ func inject(ctx context.Context, f robustness.Fault, mgr *envtestutil.ManagerPro
 		Fail("unknown fault " + string(f.Kind))
 	}
 	return time.Now()
+}
+
+// writeLagging is a second API server that has not learned the storage
+// version: for lag, while lagging(), every every, it writes a pizza stored
+// in v1alpha1, as
+// such a server stores an update it serves (the object read at v1alpha1
+// through the API, put back in etcd at the revision read). It returns
+// written with the names it wrote added.
+func writeLagging(ctx context.Context, every, lag time.Duration, lagging func() bool, written map[string]bool) map[string]bool {
+	if written == nil {
+		written = map[string]bool{}
+	}
+	old := dyn.Resource(pizzaenv.Resource(oldVersion)).Namespace("default")
+	list, err := old.List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(list.Items).NotTo(BeEmpty())
+	prefix := fmt.Sprintf("%s/%s/pizzas/default/", etcd.Prefix, pizzaGroup)
+	// A stride through the names: a spread of objects the run has and has
+	// not rewritten yet, the same from one replay to the next.
+	for i, end := 0, time.Now().Add(lag); time.Now().Before(end) && lagging(); i++ {
+		name := list.Items[(i*7)%len(list.Items)].GetName()
+		obj, err := old.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			stored, err := envtestutil.WriteAsLaggingAPIServer(ctx, etcd.Client(), prefix+name, obj)
+			Expect(err).NotTo(HaveOccurred())
+			if stored {
+				written[name] = true
+			}
+		}
+		time.Sleep(every)
+	}
+	_, _ = fmt.Fprintf(GinkgoWriter, "%s: the lagging API server wrote %d pizzas in %s\n",
+		time.Now().Format("15:04:05.000"), len(written), oldVersion)
+	return written
+}
+
+// addVersion adds v1 (served, not stored, converted by the webhook) to the
+// Pizza CRD, as the CRD's next release (stage 4) does.
+func addVersion(ctx context.Context) {
+	next, err := pizzaenv.Stage(4)
+	Expect(err).NotTo(HaveOccurred())
+	i := slices.IndexFunc(next.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == "v1" })
+	Expect(i).To(BeNumerically(">=", 0), "stage 4 adds v1")
+	v1 := next.Spec.Versions[i]
+	v1.Storage = false
+	updateCRD(ctx, func(crd *apiextensionsv1.CustomResourceDefinition) {
+		if !slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == "v1" }) {
+			crd.Spec.Versions = append(crd.Spec.Versions, v1)
+		}
+	})
+}
+
+// setStorageBack waits until the CRD stores v1beta1 (the switch written),
+// then stores and serves v1alpha1 again, undeprecated, as applying the old
+// manifest would; it returns the CRD's resourceVersion after the change.
+func setStorageBack(ctx context.Context) string {
+	Eventually(ctx, func() (string, error) {
+		var crd apiextensionsv1.CustomResourceDefinition
+		err := k8sClient.Get(ctx, client.ObjectKey{Name: pizzaCRD}, &crd)
+		return storageOf(&crd), err
+	}).WithTimeout(time.Minute).WithPolling(10*time.Millisecond).Should(Equal(newVersion), "the CRD stores %s", newVersion)
+	rv := updateCRD(ctx, func(crd *apiextensionsv1.CustomResourceDefinition) {
+		for i := range crd.Spec.Versions {
+			v := &crd.Spec.Versions[i]
+			v.Storage = v.Name == oldVersion
+			if v.Name == oldVersion {
+				v.Served, v.Deprecated, v.DeprecationWarning = true, false, nil
+			}
+		}
+	})
+	_, _ = fmt.Fprintf(GinkgoWriter, "%s: the CRD stores %s again (resourceVersion %s)\n", time.Now().Format("15:04:05.000"), oldVersion, rv)
+	return rv
+}
+
+func storageOf(crd *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return ""
+}
+
+// updateCRD changes the Pizza CRD, again on a conflict, and returns its
+// resourceVersion after the change.
+func updateCRD(ctx context.Context, change func(*apiextensionsv1.CustomResourceDefinition)) string {
+	var crd apiextensionsv1.CustomResourceDefinition
+	Eventually(ctx, func() error {
+		if err := k8sClient.Get(ctx, client.ObjectKey{Name: pizzaCRD}, &crd); err != nil {
+			return err
+		}
+		change(&crd)
+		return k8sClient.Update(ctx, &crd)
+	}).WithTimeout(time.Minute).Should(Succeed(), "the CRD is changed")
+	return crd.ResourceVersion
 }
 
 // denyUpdates denies every UPDATE of pizzas for hold.
@@ -444,11 +716,13 @@ type metFault struct {
 }
 
 type result struct {
-	schedule      robustness.Schedule
-	met           []metFault
-	faultToReady  time.Duration
-	restarts      int
-	touched       int
+	schedule     robustness.Schedule
+	met          []metFault
+	faultToReady time.Duration
+	restarts     int
+	touched      int
+	// lagged are the pizzas a lagging API server wrote in v1alpha1.
+	lagged        map[string]bool
 	writes        int
 	cleanupWrites int
 	bound         int

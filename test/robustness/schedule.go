@@ -133,10 +133,78 @@ const (
 	// PriorityEdit switches the policy's priority (Background <-> Full):
 	// a spec change that interrupts the running migration.
 	PriorityEdit Kind = "policy-priority"
+	// LaggingAPIServer is a second API server that learns the new storage
+	// version late: for Duration after the storage switch it stores the
+	// objects it writes in the old version, one every Delay. Duration is
+	// within the policy's settle delay, the bound the settle delay states.
+	LaggingAPIServer Kind = "apiserver-lag"
+	// LeaderMove SIGKILLs the replica of two that holds the leader
+	// election lease and leaves the lease to expire: the other takes over.
+	// The killed replica starts again after Duration, as the standby.
+	LeaderMove Kind = "leader-move"
+	// CRDAddVersion adds a version (v1, served, not stored) to the CRD, as
+	// its next release would: nothing the graduation should restart for.
+	CRDAddVersion Kind = "crd-add-version"
+	// CRDStorageBack sets the CRD's storage version back to the old one
+	// (and serves it again), as applying the old manifest would: a change
+	// that asks the graduation to start over.
+	CRDStorageBack Kind = "crd-storage-back"
+	// KillEmbedder SIGKILLs the operator that embeds crdmigrate (the
+	// embed suite's binary, which graduates the CRD in these runs instead
+	// of the manager) and starts it again after Duration.
+	KillEmbedder Kind = "kill-embedder"
 )
 
 // Kinds is the menu.
-var Kinds = []Kind{KillManager, RestartAPIServer, WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates, Compaction, PausePolicy, PriorityEdit}
+var Kinds = []Kind{KillManager, RestartAPIServer, WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates, Compaction, PausePolicy,
+	PriorityEdit, LaggingAPIServer, LeaderMove, CRDAddVersion, CRDStorageBack, KillEmbedder}
+
+// Door is what graduates the CRD in a run.
+type Door string
+
+const (
+	// DoorOperator is the manager (cmd/manager) with a CRDVersionPolicy.
+	DoorOperator Door = "operator"
+	// DoorEmbedded is an operator embedding crdmigrate: the CRD's new
+	// release stores v1beta1 (the run sets the storage flag, as applying
+	// it would) and crdmigrate migrates and prunes; there is no policy, no
+	// preflight before a switch and no retirement.
+	DoorEmbedded Door = "embedded"
+)
+
+// embeddedOdds: one run in embeddedOdds is an embedded one.
+const embeddedOdds = 6
+
+// KindsOf is the menu of a door: an embedded run has no policy to pause or
+// edit, no manager replicas, and a storage version set back would be its
+// new target (GitOps), not a fault; a SIGKILL of it comes first.
+func KindsOf(d Door) []Kind {
+	if d == DoorEmbedded {
+		return []Kind{RestartAPIServer, WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates, Compaction, LaggingAPIServer, CRDAddVersion}
+	}
+	return slices.DeleteFunc(slices.Clone(Kinds), func(k Kind) bool { return k == KillEmbedder })
+}
+
+// EmbeddedStages are the stages of an embedded run: the storage was
+// switched before it starts.
+var EmbeddedStages = []Stage{StageSettling, StageMainPass, StageSweep, StagePrune}
+
+// StagesOf are the stages a fault of the kind is aimed at. An API server
+// that has not learned the storage version matters only once the storage
+// switched, and its lag must end within the settle delay (what the policy's
+// settleDelay promises to cover): it is aimed at the switch's settling.
+// Setting the storage version back is one once the switch was written.
+func StagesOf(k Kind) []Stage {
+	switch k {
+	case KillEmbedder:
+		return EmbeddedStages
+	case LaggingAPIServer:
+		return []Stage{StageSettling}
+	case CRDStorageBack:
+		return Stages[slices.Index(Stages, StageSettling):]
+	}
+	return Stages
+}
 
 // ReadyBound is how long after a fault of the kind ended the policy may
 // take to be Ready, beyond the work left (WorkBound). A failed step is
@@ -145,12 +213,16 @@ var Kinds = []Kind{KillManager, RestartAPIServer, WebhookDown, WebhookSlow, Webh
 // once it ends.
 func ReadyBound(k Kind) time.Duration {
 	switch k {
-	case KillManager:
+	case KillManager, KillEmbedder:
 		return 45 * time.Second // a start, the lease, a resume
 	case RestartAPIServer:
 		return 90 * time.Second // the manager reconnects; a stalled step backs off
 	case WebhookDown, WebhookSlow, WebhookFlap, DenyUpdates:
 		return 75 * time.Second // a blocked preflight waits 30 s; a stalled step backs off
+	case LeaderMove:
+		return 60 * time.Second // the lease expires (15 s), the standby takes over and resumes
+	case CRDStorageBack:
+		return 75 * time.Second // the graduation again (Schedule.ReadyBound adds its work); a blocked step backs off
 	}
 	return 30 * time.Second
 }
@@ -185,11 +257,13 @@ func (f Fault) String() string {
 	switch f.Kind {
 	case WebhookSlow:
 		fmt.Fprintf(&b, " %s/conn for %s", f.Delay, f.Duration)
+	case LaggingAPIServer:
+		fmt.Fprintf(&b, " a write every %s for %s", f.Delay, f.Duration)
 	case WebhookFlap:
 		fmt.Fprintf(&b, " every %s for %s", f.Delay, f.Duration)
 	case Compaction:
 		fmt.Fprintf(&b, " x%d every %s", f.Count, f.Delay)
-	case RestartAPIServer, PriorityEdit:
+	case RestartAPIServer, PriorityEdit, CRDAddVersion, CRDStorageBack:
 	default:
 		fmt.Fprintf(&b, " for %s", f.Duration)
 	}
@@ -210,6 +284,7 @@ type Size struct {
 type Schedule struct {
 	Seed        uint64
 	Size        Size
+	Door        Door
 	PageSize    int64
 	Concurrency int32
 	QPS         int32
@@ -220,6 +295,36 @@ type Schedule struct {
 	// ClientEvery is the pause between two writes of the concurrent client.
 	ClientEvery time.Duration
 	Faults      []Fault
+}
+
+// Aim is a fault kind aimed at a stage: a cell of the menu.
+type Aim struct {
+	Kind  Kind
+	Stage Stage
+}
+
+// Cover is every cell of the menu (each kind at each stage it can be aimed
+// at), in pairs a run can hold together: seed i, from 1 to len(Cover()),
+// aims its two faults at pair i, so that as many seeds aim a fault of every
+// kind at every stage once (their moments and sizes are still drawn).
+// Later seeds draw kinds and stages at random. Kind by kind, so a pair is
+// one kind at two stages; the embedded door's SIGKILLs come last.
+func Cover() [][]Aim {
+	var cells []Aim
+	for _, k := range KindsOf(DoorOperator) {
+		for _, st := range StagesOf(k) {
+			cells = append(cells, Aim{k, st})
+		}
+	}
+	var out [][]Aim
+	for i := 0; i < len(cells); i += 2 {
+		out = append(out, cells[i:min(i+2, len(cells))])
+	}
+	embedded := StagesOf(KillEmbedder)
+	for i := 0; i < len(embedded); i += 2 {
+		out = append(out, []Aim{{KillEmbedder, embedded[i]}, {KillEmbedder, embedded[min(i+1, len(embedded)-1)]}})
+	}
+	return out
 }
 
 // Draw draws the schedule of seed.
@@ -234,9 +339,26 @@ func Draw(seed uint64, size Size) Schedule {
 		RetireAfter: between(r, 2*time.Second, 6*time.Second, 100*time.Millisecond),
 		ClientEvery: between(r, 20*time.Millisecond, 120*time.Millisecond, 10*time.Millisecond),
 	}
-	n := 1 + r.IntN(max(size.MaxFaults, 1))
-	for range n {
-		s.Faults = append(s.Faults, drawFault(r, size))
+	s.Door = DoorOperator
+	if cover := Cover(); seed >= 1 && seed <= uint64(len(cover)) {
+		for _, aim := range cover[seed-1] {
+			if aim.Kind == KillEmbedder {
+				s.Door = DoorEmbedded
+			}
+			s.Faults = append(s.Faults, drawFault(r, size, s.SettleDelay, aim))
+		}
+	} else {
+		if r.IntN(embeddedOdds) == 0 {
+			s.Door = DoorEmbedded
+		}
+		n := 1 + r.IntN(max(size.MaxFaults, 1))
+		for i := range n {
+			kind := pick(r, KindsOf(s.Door))
+			if s.Door == DoorEmbedded && i == 0 {
+				kind = KillEmbedder
+			}
+			s.Faults = append(s.Faults, drawFault(r, size, s.SettleDelay, Aim{kind, pick(r, stagesIn(kind, s.Door))}))
+		}
 	}
 	slices.SortStableFunc(s.Faults, func(a, b Fault) int {
 		if c := cmp.Compare(StageRank(a.Stage), StageRank(b.Stage)); c != 0 {
@@ -247,16 +369,36 @@ func Draw(seed uint64, size Size) Schedule {
 	return s
 }
 
-func drawFault(r *rand.Rand, size Size) Fault {
-	f := Fault{Kind: pick(r, Kinds), Stage: pick(r, Stages)}
-	if f.Stage == StageMainPass {
+// stagesIn are the stages a fault of the kind can be aimed at in a run of
+// the door.
+func stagesIn(kind Kind, door Door) []Stage {
+	stages := StagesOf(kind)
+	if door == DoorEmbedded {
+		stages = slices.DeleteFunc(slices.Clone(stages), func(s Stage) bool { return !slices.Contains(EmbeddedStages, s) })
+	}
+	return stages
+}
+
+// drawFault draws the moment and the size of a fault aimed as aim.
+func drawFault(r *rand.Rand, size Size, settle time.Duration, aim Aim) Fault {
+	f := Fault{Kind: aim.Kind, Stage: aim.Stage}
+	switch f.Stage {
+	case StageMainPass:
 		f.AtHandled = int64(r.IntN(max(size.Objects*9/10, 1)))
-	} else {
+	case StagePreflight, StagePrune:
+		// A few milliseconds at the sizes run: a fault aimed at them comes
+		// as soon as they are seen, or it meets the next stage.
+	default:
 		f.After = between(r, 0, 100*time.Millisecond, 10*time.Millisecond)
 	}
 	switch f.Kind {
-	case KillManager:
+	case KillManager, LeaderMove, KillEmbedder:
 		f.Duration = between(r, 0, 3*time.Second, 100*time.Millisecond)
+	case LaggingAPIServer:
+		// Its lag starts when the switch step is seen, before the switch
+		// is written, and ends within the settle delay that follows it.
+		f.Delay = between(r, 20*time.Millisecond, 200*time.Millisecond, 10*time.Millisecond)
+		f.Duration = between(r, 200*time.Millisecond, max(settle-f.After, 200*time.Millisecond), 100*time.Millisecond)
 	case WebhookDown, DenyUpdates, PausePolicy:
 		f.Duration = between(r, time.Second, 10*time.Second, 100*time.Millisecond)
 	case WebhookSlow:
@@ -284,8 +426,8 @@ func (s Schedule) String() string {
 	for i, f := range s.Faults {
 		faults[i] = f.String()
 	}
-	return fmt.Sprintf("seed=%d size=%s objects=%d page=%d writers=%d qps=%d settle=%s retireAfter=%s client=1/%s faults=[%s]",
-		s.Seed, s.Size.Name, s.Size.Objects, s.PageSize, s.Concurrency, s.QPS, s.SettleDelay, s.RetireAfter, s.ClientEvery,
+	return fmt.Sprintf("seed=%d door=%s size=%s objects=%d page=%d writers=%d qps=%d settle=%s retireAfter=%s client=1/%s faults=[%s]",
+		s.Seed, s.Door, s.Size.Name, s.Size.Objects, s.PageSize, s.Concurrency, s.QPS, s.SettleDelay, s.RetireAfter, s.ClientEvery,
 		strings.Join(faults, "; "))
 }
 
@@ -297,6 +439,17 @@ func (s Schedule) WorkBound() time.Duration {
 	return 30*time.Second + 4*pass + s.SettleDelay + s.RetireAfter
 }
 
+// Replicas is how many manager processes the run starts: two when a
+// leader is to move, one otherwise.
+func (s Schedule) Replicas() int {
+	for _, f := range s.Faults {
+		if f.Kind == LeaderMove {
+			return 2
+		}
+	}
+	return 1
+}
+
 // ReadyBound is how long after the last fault ended the policy may take to
 // be Ready: the work bound and the largest bound of the kinds met.
 func (s Schedule) ReadyBound() time.Duration {
@@ -304,22 +457,50 @@ func (s Schedule) ReadyBound() time.Duration {
 	for _, f := range s.Faults {
 		worst = max(worst, ReadyBound(f.Kind))
 	}
-	return s.WorkBound() + worst
+	return time.Duration(1+s.StorageSetBacks())*s.WorkBound() + worst
 }
+
+// StorageSetBacks is how many times the schedule sets the CRD's storage
+// version back: each asks for the graduation again.
+func (s Schedule) StorageSetBacks() int {
+	n := 0
+	for _, f := range s.Faults {
+		if f.Kind == CRDStorageBack {
+			n++
+		}
+	}
+	return n
+}
+
+// StorageSetBack is the mark a run puts in its log of phases where it set
+// the CRD's storage version back (ordered by resourceVersion with the
+// policy's states): a change that asks the graduation to start over.
+const StorageSetBack graduatorv1alpha1.Phase = "(CRD storage version set back)"
 
 // PhaseWentBack returns the first phase of phases (in the order shown)
 // that came after a later one of the graduation, with the phases up to it;
 // "" when none did. Blocked is a stall that may come at any step: it has no
-// rank.
+// rank. A StorageSetBack mark allows the graduation to go back once after
+// it: the start over it asks for. Not at once: a status the operator
+// planned from the CRD before the change may still be written after it.
 func PhaseWentBack(phases []graduatorv1alpha1.Phase) (graduatorv1alpha1.Phase, []graduatorv1alpha1.Phase) {
-	highest := -1
+	highest, startOvers := -1, 0
 	for i, p := range phases {
+		if p == StorageSetBack {
+			startOvers++
+			continue
+		}
 		rank, ranked := phaseRank[p]
 		if !ranked {
 			continue
 		}
 		if rank < highest {
-			return p, phases[:i+1]
+			if startOvers == 0 {
+				return p, phases[:i+1]
+			}
+			startOvers--
+			highest = rank
+			continue
 		}
 		highest = max(highest, rank)
 	}
@@ -333,7 +514,9 @@ var phaseRank = map[graduatorv1alpha1.Phase]int{
 }
 
 // StormBound is the most object writes a run may make: 1.2 x the objects
-// there were, plus those the concurrent client touched.
-func StormBound(objects, touched int) int {
-	return objects*6/5 + touched
+// there were, plus those the concurrent client touched; that again for
+// every time the CRD's storage version was set back (each asks for a pass
+// over every object).
+func StormBound(objects, touched, setBacks int) int {
+	return (1 + setBacks) * (objects*6/5 + touched)
 }

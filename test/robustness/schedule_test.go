@@ -18,7 +18,9 @@ package robustness
 
 import (
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
@@ -46,21 +48,85 @@ func TestDrawIsReproducible(t *testing.T) {
 
 func TestDrawCoversTheMenu(t *testing.T) {
 	size := Size{Name: "small", Objects: 200, MaxFaults: 3}
-	met := map[Kind]map[Stage]bool{}
-	for seed := uint64(1); seed <= 200; seed++ {
-		for _, f := range Draw(seed, size).Faults {
-			if met[f.Kind] == nil {
-				met[f.Kind] = map[Stage]bool{}
+	cover := Cover()
+	aimed := map[Aim]int{}
+	for seed := uint64(1); seed <= uint64(len(cover)); seed++ {
+		s := Draw(seed, size)
+		for _, f := range s.Faults {
+			aimed[Aim{f.Kind, f.Stage}]++
+			if !slices.Contains(stagesIn(f.Kind, s.Door), f.Stage) {
+				t.Errorf("seed %d: %s aimed at %s in a run of door %s", seed, f.Kind, f.Stage, s.Door)
 			}
-			met[f.Kind][f.Stage] = true
 		}
 	}
 	for _, k := range Kinds {
-		for _, s := range Stages {
-			if !met[k][s] {
-				t.Errorf("200 seeds never aim %s at %s", k, s)
+		for _, st := range Stages {
+			want := 0
+			if slices.Contains(StagesOf(k), st) {
+				want = 1
+			}
+			if aimed[Aim{k, st}] != want {
+				t.Errorf("seeds 1-%d aim %s at %s %d times, want %d", len(cover), k, st, aimed[Aim{k, st}], want)
 			}
 		}
+	}
+	if len(cover) > 50 {
+		t.Errorf("the cover takes %d seeds: more than the 50 of the long target", len(cover))
+	}
+	// Later seeds draw at random, every cell among them.
+	random := map[Aim]bool{}
+	for seed := uint64(len(cover) + 1); seed <= 2000; seed++ {
+		for _, f := range Draw(seed, size).Faults {
+			random[Aim{f.Kind, f.Stage}] = true
+		}
+	}
+	if len(random) != len(aimed) {
+		t.Errorf("random seeds aim %d cells, the cover %d", len(random), len(aimed))
+	}
+}
+
+func TestDrawKeepsTheLagWithinTheSettleDelay(t *testing.T) {
+	size := Size{Name: "small", Objects: 200, MaxFaults: 3}
+	lags := 0
+	for seed := uint64(1); seed <= 300; seed++ {
+		s := Draw(seed, size)
+		for _, f := range s.Faults {
+			if f.Kind != LaggingAPIServer {
+				continue
+			}
+			lags++
+			if f.After+f.Duration > max(s.SettleDelay, f.After+200*time.Millisecond) || f.Delay <= 0 {
+				t.Errorf("seed %d: a lag of %s after %s, every %s, with a settle delay of %s", seed, f.Duration, f.After, f.Delay, s.SettleDelay)
+			}
+		}
+	}
+	if lags == 0 {
+		t.Fatal("300 seeds drew no lagging API server")
+	}
+}
+
+func TestDrawKeepsEachDoorToItsMenu(t *testing.T) {
+	size := Size{Name: "small", Objects: 200, MaxFaults: 3}
+	embedded := 0
+	for seed := uint64(1); seed <= 300; seed++ {
+		s := Draw(seed, size)
+		if s.Door == DoorEmbedded {
+			embedded++
+			if !slices.ContainsFunc(s.Faults, func(f Fault) bool { return f.Kind == KillEmbedder }) {
+				t.Errorf("seed %d: an embedded run without its SIGKILL: %s", seed, s)
+			}
+		}
+		for _, f := range s.Faults {
+			if f.Kind != KillEmbedder && !slices.Contains(KindsOf(s.Door), f.Kind) {
+				t.Errorf("seed %d: %s in a run of door %s", seed, f.Kind, s.Door)
+			}
+			if s.Door == DoorEmbedded && !slices.Contains(EmbeddedStages, f.Stage) {
+				t.Errorf("seed %d: %s aimed at %s, which an embedded run has not", seed, f.Kind, f.Stage)
+			}
+		}
+	}
+	if embedded == 0 || embedded == 300 {
+		t.Fatalf("%d embedded runs in 300 seeds", embedded)
 	}
 }
 
@@ -115,6 +181,11 @@ func TestPhaseWentBack(t *testing.T) {
 		{"blocked in between", p(pre, blk, pre, mig, blk, mig, grad), ""},
 		{"graduated back to migrating", p(mig, grad, mig), mig},
 		{"retiring back to migrating through blocked", p(mig, ret, blk, mig), mig},
+		{"graduated, the storage set back, the graduation again", p(mig, grad, StorageSetBack, pre, mig, grad), ""},
+		{"a set-back allows one start over, not two", p(mig, StorageSetBack, pre, mig, pre), pre},
+		{"back before the set-back", p(ret, mig, StorageSetBack, pre), mig},
+		{"a status planned before the set-back, written after it", p(mig, StorageSetBack, ret, mig, ret, grad), ""},
+		{"two set-backs, two start overs", p(mig, StorageSetBack, StorageSetBack, ret, mig, pre, mig), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, _ := PhaseWentBack(tc.phases); got != tc.want {
@@ -124,8 +195,30 @@ func TestPhaseWentBack(t *testing.T) {
 	}
 }
 
+func TestReplicasAndSetBacks(t *testing.T) {
+	for _, tc := range []struct {
+		kinds              []Kind
+		replicas, setBacks int
+	}{
+		{[]Kind{KillManager}, 1, 0},
+		{[]Kind{KillManager, LeaderMove}, 2, 0},
+		{[]Kind{CRDStorageBack, CRDAddVersion, CRDStorageBack}, 1, 2},
+	} {
+		var s Schedule
+		for _, k := range tc.kinds {
+			s.Faults = append(s.Faults, Fault{Kind: k})
+		}
+		if s.Replicas() != tc.replicas || s.StorageSetBacks() != tc.setBacks {
+			t.Errorf("%v: %d replicas, %d set-backs; want %d, %d", tc.kinds, s.Replicas(), s.StorageSetBacks(), tc.replicas, tc.setBacks)
+		}
+	}
+}
+
 func TestStormBound(t *testing.T) {
-	if got := StormBound(1000, 37); got != 1237 {
-		t.Errorf("StormBound(1000, 37) = %d, want 1237", got)
+	if got := StormBound(1000, 37, 0); got != 1237 {
+		t.Errorf("StormBound(1000, 37, 0) = %d, want 1237", got)
+	}
+	if got := StormBound(1000, 37, 1); got != 2474 {
+		t.Errorf("StormBound(1000, 37, 1) = %d, want 2474", got)
 	}
 }

@@ -18,6 +18,7 @@ package robustness_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/robustness"
 )
@@ -107,19 +110,57 @@ func (g *storageGuard) wait() { <-g.done }
 // policyWatch records every phase the policy shows, and its latest status.
 type policyWatch struct {
 	mu     sync.Mutex
-	phases []graduatorv1alpha1.Phase
+	phases []seenPhase
 	latest *graduatorv1alpha1.CRDVersionPolicyStatus
-	done   chan struct{}
+	// latestRV is the resourceVersion of latest; markRV that of the last
+	// mark: a Ready from before the mark is the first graduation's.
+	latestRV, markRV int64
+	done             chan struct{}
 }
 
-func startPolicyWatch(ctx context.Context) *policyWatch {
+// seenPhase is a phase the policy showed, or a mark the run put (the CRD's
+// storage version set back), at a resourceVersion: envtest's one etcd
+// numbers the policy's and the CRD's revisions alike, so a status the
+// operator wrote before the CRD changed sorts before the mark even when
+// its event comes after.
+type seenPhase struct {
+	rv    int64
+	phase graduatorv1alpha1.Phase
+}
+
+// startPolicyWatch watches the policy; embedded, the graduation's state
+// crdmigrate keeps in the CRD's annotation (driver.StateAnnotation).
+func startPolicyWatch(ctx context.Context, embedded bool) *policyWatch {
 	w := &policyWatch{done: make(chan struct{})}
 	go func() {
 		defer GinkgoRecover()
 		defer close(w.done)
+		if embedded {
+			envtestutil.WatchNamed(ctx, dyn, envtestutil.CRDResource, pizzaCRD, w.seeAnnotation)
+			return
+		}
 		envtestutil.WatchNamed(ctx, dyn, graduatorv1alpha1.GroupVersion.WithResource("crdversionpolicies"), pizzaCRD, w.see)
 	}()
 	return w
+}
+
+// seeAnnotation reads the graduation's state in the CRD's annotation.
+func (w *policyWatch) seeAnnotation(crd *unstructured.Unstructured) {
+	raw := crd.GetAnnotations()[driver.StateAnnotation]
+	if raw == "" {
+		return
+	}
+	var status graduatorv1alpha1.CRDVersionPolicyStatus
+	if json.Unmarshal([]byte(raw), &status) != nil {
+		return
+	}
+	p := graduatorv1alpha1.CRDVersionPolicy{Status: status}
+	p.ResourceVersion = crd.GetResourceVersion()
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&p)
+	if err != nil {
+		return
+	}
+	w.see(&unstructured.Unstructured{Object: obj})
 }
 
 func (w *policyWatch) see(obj *unstructured.Unstructured) {
@@ -127,12 +168,26 @@ func (w *policyWatch) see(obj *unstructured.Unstructured) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p); err != nil {
 		return
 	}
+	rv, _ := strconv.ParseInt(p.ResourceVersion, 10, 64)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.latest = &p.Status
-	if phase := p.Status.Phase; phase != "" && (len(w.phases) == 0 || w.phases[len(w.phases)-1] != phase) {
-		w.phases = append(w.phases, phase)
+	w.latest, w.latestRV = &p.Status, max(w.latestRV, rv)
+	if phase := p.Status.Phase; phase != "" {
+		w.phases = append(w.phases, seenPhase{rv: rv, phase: phase})
 	}
+}
+
+// mark puts robustness.StorageSetBack in the log at the CRD's
+// resourceVersion rv.
+func (w *policyWatch) mark(rv string) {
+	n, err := strconv.ParseInt(rv, 10, 64)
+	if err != nil {
+		Fail(fmt.Sprintf("the CRD's resourceVersion %q: %v", rv, err))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.phases = append(w.phases, seenPhase{rv: n, phase: robustness.StorageSetBack})
+	w.markRV = max(w.markRV, n)
 }
 
 func (w *policyWatch) status() *graduatorv1alpha1.CRDVersionPolicyStatus {
@@ -150,19 +205,33 @@ func (w *policyWatch) handled() int64 {
 	return s.Migration.Rewritten + s.Migration.Skipped + s.Migration.Failed
 }
 
+// ready tells whether the policy is Ready, in a state written after the
+// last mark.
 func (w *policyWatch) ready() bool {
-	s := w.status()
-	if s == nil {
+	w.mu.Lock()
+	s, fresh := w.latest, w.latestRV > w.markRV
+	w.mu.Unlock()
+	if s == nil || !fresh {
 		return false
 	}
 	c := meta.FindStatusCondition(s.Conditions, graduatorv1alpha1.ConditionReady)
 	return c != nil && c.Status == metav1.ConditionTrue
 }
 
+// phaseLog is the phases in the order of their resourceVersions (a relist
+// shows a state again: once each), the marks among them.
 func (w *policyWatch) phaseLog() []graduatorv1alpha1.Phase {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.phases)
+	seen := slices.Clone(w.phases)
+	w.mu.Unlock()
+	slices.SortStableFunc(seen, func(a, b seenPhase) int { return cmp.Compare(a.rv, b.rv) })
+	var out []graduatorv1alpha1.Phase
+	for _, s := range seen {
+		if len(out) == 0 || out[len(out)-1] != s.phase {
+			out = append(out, s.phase)
+		}
+	}
+	return out
 }
 
 func (w *policyWatch) wait() { <-w.done }
@@ -174,13 +243,13 @@ func (w *policyWatch) wait() { <-w.done }
 // started" lines, JSON), the manager's dry-run writes in the API server's
 // audit log, and the policy's status, reading both logs as they grow.
 type stageTracker struct {
-	path   string
 	policy *policyWatch
 
-	mu          sync.Mutex
-	offset      int64
+	mu sync.Mutex
+	// logs are the replicas' logs; the step the latest line says started
+	// is the run's.
+	logs        []*followedLog
 	auditOffset int64
-	partial     []byte
 	lastStep    string
 	stepStart   time.Time
 	switched    bool
@@ -190,10 +259,22 @@ type stageTracker struct {
 	cleanupAt time.Time
 }
 
-// startStageTracker follows the manager's log at path, and the audit log
-// from auditOffset.
-func startStageTracker(path string, auditOffset int64, policy *policyWatch) *stageTracker {
-	return &stageTracker{path: path, policy: policy, auditOffset: auditOffset}
+// followedLog is a log file read as it grows.
+type followedLog struct {
+	path    string
+	offset  int64
+	partial []byte
+}
+
+// startStageTracker follows the managers' logs at paths, and the audit log
+// from auditOffset; switched: the storage was switched before the run (an
+// embedded one).
+func startStageTracker(paths []string, auditOffset int64, policy *policyWatch, switched bool) *stageTracker {
+	t := &stageTracker{policy: policy, auditOffset: auditOffset, switched: switched}
+	for _, p := range paths {
+		t.logs = append(t.logs, &followedLog{path: p})
+	}
+	return t
 }
 
 func (t *stageTracker) current() robustness.Stage {
@@ -218,29 +299,42 @@ func (t *stageTracker) readAudit() {
 	}
 }
 
-// readNew reads the lines the manager wrote since the last call.
+// readNew reads the lines the managers wrote since the last call.
 func (t *stageTracker) readNew() {
-	f, err := os.Open(t.path)
+	for _, l := range t.logs {
+		t.readLines(l.newLines())
+	}
+}
+
+// newLines returns the complete lines written since the last call.
+func (l *followedLog) newLines() [][]byte {
+	f, err := os.Open(l.path)
 	if err != nil {
-		return
+		return nil
 	}
 	defer func() { _ = f.Close() }()
-	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
-		return
+	if _, err := f.Seek(l.offset, io.SeekStart); err != nil {
+		return nil
 	}
 	data, err := io.ReadAll(f)
 	if err != nil {
-		return
+		return nil
 	}
-	t.offset += int64(len(data))
-	data = append(t.partial, data...)
+	l.offset += int64(len(data))
+	data = append(l.partial, data...)
 	last := bytes.LastIndexByte(data, '\n')
 	if last < 0 {
-		t.partial = data
-		return
+		l.partial = data
+		return nil
 	}
-	t.partial = slices.Clone(data[last+1:])
-	for _, line := range bytes.Split(data[:last], []byte("\n")) {
+	l.partial = slices.Clone(data[last+1:])
+	return bytes.Split(data[:last], []byte("\n"))
+}
+
+// readLines takes the "step started" lines; a line older than the step
+// already seen (another replica's log, read later) does not move it back.
+func (t *stageTracker) readLines(lines [][]byte) {
+	for _, line := range lines {
 		if !bytes.Contains(line, []byte(`"step started"`)) {
 			continue
 		}
@@ -252,11 +346,15 @@ func (t *stageTracker) readNew() {
 		if json.Unmarshal(line, &entry) != nil || entry.Msg != "step started" {
 			continue
 		}
-		t.lastStep, t.stepStart, t.dryRuns = entry.Step, logTime(entry.TS), 0
+		at := logTime(entry.TS)
 		t.switched = t.switched || entry.Step == "SwitchStorage"
-		if entry.Step == "CleanupManagedFields" && t.cleanupAt.IsZero() {
-			t.cleanupAt = logTime(entry.TS)
+		if entry.Step == "CleanupManagedFields" && (t.cleanupAt.IsZero() || at.Before(t.cleanupAt)) {
+			t.cleanupAt = at
 		}
+		if at.Before(t.stepStart) {
+			continue
+		}
+		t.lastStep, t.stepStart, t.dryRuns = entry.Step, at, 0
 	}
 }
 
