@@ -71,6 +71,8 @@ type migrateSummary struct {
 	SpaceBudget string `json:"spaceBudget,omitempty"`
 	// Verified is the comparison of --verify, when asked for.
 	Verified *verifyResult `json:"verified,omitempty"`
+	// Steps is how long each step took, in the order they ran.
+	Steps []stepTime `json:"steps,omitempty"`
 }
 
 // MigrateOptions is `graduator migrate` in kubectl's plugin shape.
@@ -262,6 +264,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		}
 	}
 	progress := newProgressReporter(o.ErrOut, o.crdName, pickProgressMode(o.ErrOut, o.quiet, o.output == "json"))
+	clock := newStepClock(progress.start)
 	policy := o.policy()
 	if policy.Spec.Migration.EtcdQuota == nil {
 		if quota, from := shownEtcdQuota(ctx, o.dyn); quota > 0 {
@@ -272,7 +275,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		}
 	}
 	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
-	d, err := o.driver(progress, graduation.ActionPreflight, graduation.ActionMigrate)
+	d, err := o.driver(progress, clock, graduation.ActionPreflight, graduation.ActionMigrate)
 	if err != nil {
 		return err
 	}
@@ -300,7 +303,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 	}
 	var pruneErr error
 	if o.prune && result.Complete && result.Failed == 0 && !summary.Verified.differ() {
-		if d, pruneErr = o.driver(progress, graduation.ActionPrune); pruneErr == nil {
+		if d, pruneErr = o.driver(progress, clock, graduation.ActionPrune); pruneErr == nil {
 			out, pruneErr = d.Finish(ctx, store, policy, driverWait)
 		}
 		if pruneErr == nil && out.Failure() != nil {
@@ -312,6 +315,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		}
 	}
 
+	summary.Steps = clock.times()
 	if o.output == "json" {
 		if err := printJSON(o.Out, summary, &printers.JSONPrinter{}); err != nil {
 			return err
@@ -335,7 +339,7 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 // written. The caller's rights are still checked, so that a user who lacks
 // them learns it now rather than from the run that needs them.
 func (o *MigrateOptions) nothingToMigrate(ctx context.Context, storage string) error {
-	d, err := o.driver(nil)
+	d, err := o.driver(nil, newStepClock(time.Now()))
 	if err != nil {
 		return err
 	}
@@ -372,7 +376,7 @@ func (o *MigrateOptions) policy() *graduatorv1alpha1.CRDVersionPolicy {
 
 // driver is the graduation's driver for the actions given, drawing the
 // progress bar.
-func (o *MigrateOptions) driver(progress *progressReporter, actions ...graduation.Action) (*driver.Driver, error) {
+func (o *MigrateOptions) driver(progress *progressReporter, reporter driver.Reporter, actions ...graduation.Action) (*driver.Driver, error) {
 	cfg := o.engine.Config
 	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -387,7 +391,7 @@ func (o *MigrateOptions) driver(progress *progressReporter, actions ...graduatio
 			Client: o.client, Reader: o.client, Dynamic: o.dyn, Config: cfg, Discovery: disco,
 			Reviews: authz.SelfSubjectAccessReviews(),
 		},
-		Reporter:         quietReporter{},
+		Reporter:         reporter,
 		Allows:           func(a graduation.Action) bool { return slices.Contains(actions, a) },
 		RewriteAll:       o.force,
 		EtcdQuotaSetting: "--etcd-quota",
@@ -395,16 +399,6 @@ func (o *MigrateOptions) driver(progress *progressReporter, actions ...graduatio
 			opts.OnProgress, opts.OnObject = progress.update, progress.object
 		},
 	}, nil
-}
-
-// quietReporter reports nothing: the progress bar and the summary tell the
-// run.
-type quietReporter struct{}
-
-func (quietReporter) Event(*graduatorv1alpha1.CRDVersionPolicy, *apiextensionsv1.CustomResourceDefinition, string, string, string, string) {
-}
-
-func (quietReporter) Planned(*graduatorv1alpha1.CRDVersionPolicy, graduation.Step, graduatorv1alpha1.Phase) {
 }
 
 func printSummary(w io.Writer, s migrateSummary) {

@@ -202,9 +202,9 @@ func (b *bench) profiledMigrate(ctx context.Context, cli, crdName string, n int)
 	fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB; CPU profile %s)\n", "graduator migrate --prune, v1->v2", rate(n, d),
 		d.Round(time.Millisecond), mib(hwm), profile)
 	fmt.Printf("  graduator said: %s", out)
-	if phases, ok := cliPhasesOf(progress.Bytes()); ok {
-		fmt.Printf("  before the first page done %.1fs; main pass %.0f objects/s from its first page to its last; after it %.1fs\n",
-			phases.firstPage, phases.passRate, d.Seconds()-phases.lastPage)
+	if parts, ok := cliPartsOf(progress.Bytes(), out); ok {
+		fmt.Printf("  proof %.1fs, settle %.1fs, main pass %.0f objects/s, sweep %.1fs (by %s), prune %.1fs\n",
+			parts.proof, parts.settle, parts.passRate, parts.sweep, parts.sweepBy, parts.prune)
 	}
 	return <-serverProfile
 }
