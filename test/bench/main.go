@@ -133,7 +133,7 @@ type options struct {
 	scaleOperatorOnly bool
 	// scaleTellQuota tells the CLI and the operator etcd's 8 GiB quota.
 	scaleTellQuota bool
-	watchCache        bool
+	watchCache     bool
 	// etcdDefaultQuota leaves etcd at its default quota (2 GiB).
 	etcdDefaultQuota bool
 	// untoldBytes is the size of spec.notes in the untold section.
