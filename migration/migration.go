@@ -67,6 +67,8 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/graduator/graduator/internal/failpoint"
 )
 
 // Run rewrites every object of opts.Resource, then sweeps once more over the
@@ -120,6 +122,10 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		r.progress.CatchUp, r.progress.Continue = true, ""
 		r.progress.Written = r.writtenLocked()
 		r.mu.Unlock()
+		// Saved now, a restart before the sweep's first page resumes the
+		// sweep rather than listing every object again.
+		r.notify()
+		failpoint.Pause(ctx, failpoint.Sweep)
 	}
 	complete, err := r.sweep(ctx)
 	return r.result(complete && err == nil), err

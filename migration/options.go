@@ -124,7 +124,7 @@ type Options struct {
 	// OnProgress is called, never concurrently, each time the oldest pages
 	// in flight are done, so persisting Progress.Continue and
 	// Progress.Checkpoint is safe; when a wait for etcd's compaction starts
-	// and ends; and once more at the end.
+	// and ends; when the catch-up sweep starts; and once more at the end.
 	OnProgress func(Progress)
 	// OnObject, when set, is called as each object of the main pass is
 	// rewritten, skipped or failed, before its page is done and possibly

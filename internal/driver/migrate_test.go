@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -28,11 +29,13 @@ import (
 )
 
 func TestNextRun(t *testing.T) {
+	created := metav1.NewTime(time.Unix(10, 0))
+	prevStarted := metav1.NewTime(time.Unix(50, 0))
 	done := metav1.NewTime(time.Unix(100, 0))
 	started := metav1.NewTime(time.Unix(200, 0))
 	prev := func(edit func(*graduatorv1alpha1.MigrationStatus)) *graduatorv1alpha1.MigrationStatus {
 		r := &graduatorv1alpha1.MigrationStatus{
-			CRDGeneration: 3, StorageVersion: "v2", ResourceVersion: "1000", WrittenRanges: "1001-1200",
+			CRDGeneration: 3, StorageVersion: "v2", ResourceVersion: "1000", WrittenRanges: "1001-1200", StartedAt: &prevStarted,
 			ContinueToken: "abc", CatchUp: true, Listed: 50, Rewritten: 40, Failed: 10, CompletedAt: &done,
 		}
 		if edit != nil {
@@ -43,18 +46,34 @@ func TestNextRun(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		prev       *graduatorv1alpha1.MigrationStatus
+		created    metav1.Time
 		checkpoint string
 		written    string
 	}{
-		{"no run before", nil, "", ""},
-		{"a retry after failures keeps the checkpoint and the written ranges", prev(nil), "1000", "1001-1200"},
-		{"another CRD generation starts afresh", prev(func(r *graduatorv1alpha1.MigrationStatus) { r.CRDGeneration = 2 }), "", ""},
-		{"another storage version starts afresh", prev(func(r *graduatorv1alpha1.MigrationStatus) { r.StorageVersion = "v1" }), "", ""},
-		{"an unfinished run is resumed, not retried", prev(func(r *graduatorv1alpha1.MigrationStatus) { r.CompletedAt = nil }), "", ""},
-		{"a clean run is not retried", prev(func(r *graduatorv1alpha1.MigrationStatus) { r.Failed = 0 }), "", ""},
+		{"no run before", nil, created, "", ""},
+		{"a retry after failures keeps the checkpoint and the written ranges", prev(nil), created, "1000", "1001-1200"},
+		{"an unfinished run interrupted by one edit of the CRD keeps them (a version added)",
+			prev(func(r *graduatorv1alpha1.MigrationStatus) { r.CRDGeneration, r.CompletedAt, r.Failed = 2, nil, 0 }), created, "1000", "1001-1200"},
+		{"a run completed before one edit of the CRD keeps them",
+			prev(func(r *graduatorv1alpha1.MigrationStatus) { r.CRDGeneration, r.Failed = 2, 0 }), created, "1000", "1001-1200"},
+		{"two edits of the CRD start afresh (the storage version may have been set back and forward)",
+			prev(func(r *graduatorv1alpha1.MigrationStatus) { r.CRDGeneration, r.CompletedAt = 1, nil }), created, "", ""},
+		{"a CRD created again since the run started starts afresh",
+			prev(func(r *graduatorv1alpha1.MigrationStatus) { r.CRDGeneration, r.CompletedAt = 2, nil }), metav1.NewTime(time.Unix(60, 0)), "", ""},
+		{"a CRD created in the second the run started starts afresh",
+			prev(func(r *graduatorv1alpha1.MigrationStatus) { r.CRDGeneration, r.CompletedAt = 2, nil }), prevStarted, "", ""},
+		{"another storage version starts afresh",
+			prev(func(r *graduatorv1alpha1.MigrationStatus) { r.StorageVersion = "v1" }), created, "", ""},
+		{"another storage version, one edit later, starts afresh",
+			prev(func(r *graduatorv1alpha1.MigrationStatus) { r.StorageVersion, r.CRDGeneration = "v1", 2 }), created, "", ""},
+		{"a run with no checkpoint yet has none to keep",
+			prev(func(r *graduatorv1alpha1.MigrationStatus) { r.ResourceVersion, r.CRDGeneration = "", 2 }), created, "", ""},
+		{"an unfinished run is resumed, not retried", prev(func(r *graduatorv1alpha1.MigrationStatus) { r.CompletedAt = nil }), created, "", ""},
+		{"a clean run is not retried", prev(func(r *graduatorv1alpha1.MigrationStatus) { r.Failed = 0 }), created, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := nextRun(tc.prev, 3, "v2", &started)
+			crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Generation: 3, CreationTimestamp: tc.created}}
+			got := nextRun(tc.prev, crd, "v2", &started)
 			if got.ResourceVersion != tc.checkpoint || got.WrittenRanges != tc.written {
 				t.Errorf("checkpoint %q, written %q; want %q, %q", got.ResourceVersion, got.WrittenRanges, tc.checkpoint, tc.written)
 			}

@@ -37,6 +37,7 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/access"
 	"github.com/graduator/graduator/internal/errclass"
+	"github.com/graduator/graduator/internal/failpoint"
 	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/internal/storagemigration"
@@ -113,6 +114,7 @@ const (
 func (d *Driver) preflight(ctx context.Context, g *run, target string) *graduation.PreflightResult {
 	result := Preflight(ctx, d.Dynamic, g.crd, target, g.policy.Spec.Migration.WriteTo)
 	if result.Passed {
+		failpoint.Pause(ctx, failpoint.Proof)
 		result = d.proveRoundTrip(ctx, g, target)
 	}
 	if !result.Passed {
@@ -336,6 +338,7 @@ func (d *Driver) patchVersions(ctx context.Context, crd *apiextensionsv1.CustomR
 func (d *Driver) prune(ctx context.Context, g *run, target string) error {
 	crd, r := g.crd, g.policy.Status.Migration
 	before := slices.Clone(crd.Status.StoredVersions)
+	failpoint.Pause(ctx, failpoint.Prune)
 	err := migration.PruneStoredVersions(ctx, d.Client, crd.Name, migration.Expectation{
 		StorageVersion: target, Generation: r.CRDGeneration, Complete: r.CompletedAt != nil, Failed: r.Failed,
 	})

@@ -31,6 +31,7 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/driver"
+	"github.com/graduator/graduator/internal/failpoint"
 )
 
 // Stage is a moment of a graduation a fault can meet.
@@ -436,7 +437,22 @@ func (s Schedule) String() string {
 // retirement's grace, and a margin for a shared machine.
 func (s Schedule) WorkBound() time.Duration {
 	pass := time.Duration(float64(s.Size.Objects) / float64(s.QPS) * float64(time.Second))
-	return 30*time.Second + 4*pass + s.SettleDelay + s.RetireAfter
+	return 30*time.Second + 4*pass + s.SettleDelay + s.RetireAfter + 2*stagePauses*StagePause
+}
+
+// StagePause is how long the manager and the embedder, built with their
+// failpoints, pause at the start of the three stages that last
+// milliseconds at 120 objects (the proof, the sweep and the prune:
+// internal/failpoint), so that a fault aimed at one lands inside it rather
+// than in the next.
+const StagePause = time.Second
+
+// stagePauses is how many stages pause.
+const stagePauses = 3
+
+// Failpoints is the processes' GRADUATOR_FAILPOINTS.
+func Failpoints() string {
+	return fmt.Sprintf("%s=%s,%s=%s,%s=%s", failpoint.Proof, StagePause, failpoint.Sweep, StagePause, failpoint.Prune, StagePause)
 }
 
 // Replicas is how many manager processes the run starts: two when a

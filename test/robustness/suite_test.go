@@ -144,10 +144,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	if managerBinary = os.Getenv("ROBUSTNESS_MANAGER_BINARY"); managerBinary != "" {
 		By("using the manager binary " + managerBinary + " (ROBUSTNESS_MANAGER_BINARY)")
 	} else {
-		By("building the manager binary")
-		managerBinary, err = gexec.Build("github.com/graduator/graduator/cmd/manager")
+		By("building the manager binary, with its failpoints")
+		managerBinary, err = gexec.Build("github.com/graduator/graduator/cmd/manager", "-tags", "failpoints")
 		Expect(err).NotTo(HaveOccurred())
 	}
+	// Every process the suite starts inherits the pauses that widen the
+	// short stages (robustness.StagePause).
+	Expect(os.Setenv("GRADUATOR_FAILPOINTS", robustness.Failpoints())).To(Succeed())
 
 	work, err := os.MkdirTemp("", "graduator-robustness-")
 	Expect(err).NotTo(HaveOccurred())
