@@ -94,6 +94,7 @@ large-files: ## Fail when git tracks a file over 1 MiB (a built binary committed
 .PHONY: test
 test: large-files envtest-assets fuzz helm image test-examples ## No tracked file over 1 MiB, unit tests, short fuzz runs, the chart and image checks, the envtest suites against a real kube-apiserver (with a few robustness seeds), and the examples.
 	ROBUSTNESS_SEEDS="$(ROBUSTNESS_CI_SEEDS)" HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
+	$(GO) test -tags failpoints ./internal/failpoint/ -count=1
 
 # The robustness seeds `make test` runs (small size, 15-30 s each): seeds of
 # the cover that use every rig once (test/robustness/suite_test.go).
