@@ -334,10 +334,12 @@ func (d *Driver) patchVersions(ctx context.Context, crd *apiextensionsv1.CustomR
 }
 
 // prune sets status.storedVersions to the storage version, refused by the
-// engine when the CRD changed since the run started.
+// engine when the CRD changed since the run started (or since the one edit
+// the run was carried across).
 func (d *Driver) prune(ctx context.Context, g *run, target string) error {
 	crd, r := g.crd, g.policy.Status.Migration
 	before := slices.Clone(crd.Status.StoredVersions)
+	graduation.CarryRun(r, crd)
 	failpoint.Pause(ctx, failpoint.Prune)
 	err := migration.PruneStoredVersions(ctx, d.Client, crd.Name, migration.Expectation{
 		StorageVersion: target, Generation: r.CRDGeneration, Complete: r.CompletedAt != nil, Failed: r.Failed,

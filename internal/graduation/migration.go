@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -66,7 +67,7 @@ func (p *planner) migration(s Step, target string) (Step, bool) {
 	}
 
 	run := p.status.Migration
-	fresh := run == nil || run.StorageVersion != target || run.CRDGeneration != p.crd.Generation
+	fresh := run == nil || run.StorageVersion != target || (run.CRDGeneration != p.crd.Generation && !p.carried(run))
 	if fresh {
 		if wait, ok := p.settling(target); ok {
 			s.Phase = graduatorv1alpha1.PhaseMigrating
@@ -160,6 +161,38 @@ func (p *planner) preflightFailed(s Step, target string, pre *PreflightResult, u
 	}
 	return p.blocked(s, ReasonPreflightFailed, "preflight for storage version %s failed (%s): %s; %s",
 		target, pre.Reason, pre.Message, unchanged)
+}
+
+// CompletedRunCarriesOver reports whether a run that completed on the CRD's
+// previous generation still speaks for every object: the CRD was edited
+// exactly once since (a version added, say), it stores the run's version,
+// and it existed before the run started. One edit cannot move the storage
+// version and put it back, so every object written since the run started is
+// stored in that version and the run need not be repeated. The driver then
+// carries the run to the CRD's generation (CarryRun) before it prunes, so a
+// second edit is still seen. Seed 39 of the robustness suite: a version
+// added while storedVersions was being pruned sent the policy back to
+// Migrating.
+func CompletedRunCarriesOver(run *graduatorv1alpha1.MigrationStatus, crd *apiextensionsv1.CustomResourceDefinition) bool {
+	return run != nil && run.CompletedAt != nil && run.StartedAt != nil &&
+		run.CRDGeneration+1 == crd.Generation && run.StorageVersion == StorageVersion(crd) &&
+		crd.CreationTimestamp.Before(run.StartedAt)
+}
+
+// CarryRun moves a completed run that carries over to the CRD
+// (CompletedRunCarriesOver) to the CRD's generation, so that the prune's
+// expectation and later plans compare against the CRD as it is now.
+func CarryRun(run *graduatorv1alpha1.MigrationStatus, crd *apiextensionsv1.CustomResourceDefinition) {
+	if CompletedRunCarriesOver(run, crd) {
+		run.CRDGeneration = crd.Generation
+	}
+}
+
+// carried reports a completed run the plan keeps across one edit of the
+// CRD (CompletedRunCarriesOver). A door's request to rewrite every object
+// (RewriteAll) is met only on the CRD's own generation.
+func (p *planner) carried(run *graduatorv1alpha1.MigrationStatus) bool {
+	return !p.in.RewriteAll && CompletedRunCarriesOver(run, p.crd)
 }
 
 // runUnverified reports a run of this policy on this CRD generation that

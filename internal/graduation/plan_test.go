@@ -379,13 +379,39 @@ var _ = Describe("Plan", func() {
 				StorageVersion: "v1beta1", CRDGeneration: 4, ContinueToken: "abc", Listed: 500, StartedAt: ago(time.Minute),
 			})), preflightOK, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
-		Entry("a complete run on an older CRD generation is never pruned: it runs again",
+		Entry("a complete run two CRD generations old is never pruned: it runs again (two edits can move the storage version and put it back)",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(func() graduatorv1alpha1.MigrationStatus {
+				r := migrated
+				r.CRDGeneration = 3
+				return r
+			}())), preflightOK, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
+		Entry("a complete run one edit of the CRD old, the storage version where it was, is pruned (seed 39: a version added during the prune)",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage, ver{name: "v1", flags: "s"}),
 			policy("v1beta1", storedSince("v1beta1", time.Minute), run(func() graduatorv1alpha1.MigrationStatus {
 				r := migrated
 				r.CRDGeneration = 4
 				return r
 			}())), preflightOK, settled,
+			expect{action: graduation.ActionPrune, phase: graduatorv1alpha1.PhasePruning, readyReason: graduation.ReasonInProgress}),
+		Entry("a complete run one generation old of a CRD created again since it started runs again",
+			func() *apiextensionsv1.CustomResourceDefinition {
+				c := crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage)
+				c.CreationTimestamp = *ago(10 * time.Second)
+				return c
+			}(),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(func() graduatorv1alpha1.MigrationStatus {
+				r := migrated
+				r.CRDGeneration = 4
+				return r
+			}())), preflightOK, settled,
+			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
+		Entry("an unfinished run one edit of the CRD old restarts (keeping its checkpoint: the driver's nextRun)",
+			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage, ver{name: "v1", flags: "s"}),
+			policy("v1beta1", storedSince("v1beta1", time.Minute), run(graduatorv1alpha1.MigrationStatus{
+				StorageVersion: "v1beta1", CRDGeneration: 4, ContinueToken: "abc", Listed: 500, StartedAt: ago(time.Minute),
+			})), preflightOK, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
 		Entry("a complete run to another version is never pruned: it runs again",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage),

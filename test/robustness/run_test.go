@@ -66,16 +66,8 @@ var _ = Describe("Random fault schedules", func() {
 	// 2.4 writes per object. This is seed 9 with its fault pinned where it
 	// bit, and a slow client, so that the storm bound is sharp.
 	It("keeps a retried run to the objects the first run left (seed 9's finding, pinned)", func(ctx SpecContext) {
-		if !pinnedSpecs {
-			Skip("replaying seeds (ROBUSTNESS_SEED or ROBUSTNESS_RUNS): the pinned finding runs in the default set")
-		}
-		s := robustness.Draw(9, size)
-		s.PageSize, s.Concurrency, s.QPS, s.ClientEvery = 25, 4, 20, time.Second
-		s.Faults = []robustness.Fault{{Kind: robustness.DenyUpdates, Stage: robustness.StageMainPass,
-			AtHandled: int64(size.Objects / 2), Duration: 8 * time.Second}}
-		res := runSchedule(ctx, s)
-		Expect(res.met).To(HaveLen(1))
-		Expect(res.met[0].met).To(Equal(robustness.StageMainPass), "the denial met the main pass")
+		runPinned(ctx, 9, true, robustness.Fault{Kind: robustness.DenyUpdates, Stage: robustness.StageMainPass,
+			AtHandled: int64(size.Objects / 2), Duration: 8 * time.Second})
 	}, SpecTimeout(20*time.Minute))
 
 	// Seed 38 found that a version added to the CRD during the main pass
@@ -85,17 +77,37 @@ var _ = Describe("Random fault schedules", func() {
 	// This is seed 38 with one addition pinned halfway through a slow main
 	// pass, and a slow client, so that the storm bound is sharp.
 	It("keeps a run interrupted by a version added to the CRD to the objects it had left (seed 38's finding, pinned)", func(ctx SpecContext) {
-		if !pinnedSpecs {
-			Skip("replaying seeds (ROBUSTNESS_SEED or ROBUSTNESS_RUNS): the pinned finding runs in the default set")
-		}
-		s := robustness.Draw(38, size)
-		s.PageSize, s.Concurrency, s.QPS, s.ClientEvery = 25, 4, 20, time.Second
-		s.Faults = []robustness.Fault{{Kind: robustness.CRDAddVersion, Stage: robustness.StageMainPass, AtHandled: int64(size.Objects / 2)}}
-		res := runSchedule(ctx, s)
-		Expect(res.met).To(HaveLen(1))
-		Expect(res.met[0].met).To(Equal(robustness.StageMainPass), "the new version met the main pass")
+		runPinned(ctx, 38, true, robustness.Fault{Kind: robustness.CRDAddVersion, Stage: robustness.StageMainPass,
+			AtHandled: int64(size.Objects / 2)})
+	}, SpecTimeout(20*time.Minute))
+
+	// Seed 39 found that a version added to the CRD once the prune started
+	// (the prune's failpoint holds it 1 s) made the prune refuse and the plan
+	// call the completed run stale: the phase went Pruning -> Migrating
+	// (invariant 3). This is seed 39 with the addition pinned at the prune.
+	It("keeps the phase when a version is added to the CRD during the prune (seed 39's finding, pinned)", func(ctx SpecContext) {
+		runPinned(ctx, 39, false, robustness.Fault{Kind: robustness.CRDAddVersion, Stage: robustness.StagePrune})
 	}, SpecTimeout(20*time.Minute))
 })
+
+// runPinned runs the seed's schedule with its faults replaced by one
+// fault pinned where a finding bit, and checks the fault met the stage it
+// was aimed at. slow makes the main pass and the client slow (pages of 25,
+// 20 writes a second, a request a second), so that the storm bound is
+// sharp.
+func runPinned(ctx context.Context, seed uint64, slow bool, fault robustness.Fault) {
+	if !pinnedSpecs {
+		Skip("replaying seeds (ROBUSTNESS_SEED or ROBUSTNESS_RUNS): the pinned findings run in the default set")
+	}
+	s := robustness.Draw(seed, size)
+	if slow {
+		s.PageSize, s.Concurrency, s.QPS, s.ClientEvery = 25, 4, 20, time.Second
+	}
+	s.Faults = []robustness.Fault{fault}
+	res := runSchedule(ctx, s)
+	Expect(res.met).To(HaveLen(1))
+	Expect(res.met[0].met).To(Equal(fault.Stage), "the %s met the stage it was pinned at", fault.Kind)
+}
 
 // runSchedule graduates the Pizza CRD through the schedule, checks the
 // invariants, and returns what it saw.
