@@ -305,27 +305,62 @@ type Aim struct {
 }
 
 // Cover is every cell of the menu (each kind at each stage it can be aimed
-// at), in pairs a run can hold together: seed i, from 1 to len(Cover()),
-// aims its two faults at pair i, so that as many seeds aim a fault of every
-// kind at every stage once (their moments and sizes are still drawn).
-// Later seeds draw kinds and stages at random. Kind by kind, so a pair is
-// one kind at two stages; the embedded door's SIGKILLs come last.
+// at), one or two to a seed: seed i, from 1 to len(Cover()), aims its
+// faults at Cover()[i-1], so that as many seeds aim a fault of every kind at
+// every stage once (their moments and sizes are still drawn). Later seeds
+// draw kinds and stages at random. The faults of a schedule come one after
+// the other, so a fault aimed at a short stage (shortStages) that waits for
+// another to end often finds that stage over: a short stage comes first in
+// its seed, or second only after an instant fault, or alone (pairUp). The
+// embedded door's SIGKILLs come last.
 func Cover() [][]Aim {
-	var cells []Aim
+	var out, left [][]Aim
 	for _, k := range KindsOf(DoorOperator) {
-		for _, st := range StagesOf(k) {
-			cells = append(cells, Aim{k, st})
+		pairs, rest := pairUp(cellsOf(k, StagesOf(k)))
+		out, left = append(out, pairs...), append(left, rest...)
+	}
+	pairs, rest := pairUp(slices.Concat(left...))
+	out = append(append(out, pairs...), rest...)
+	pairs, rest = pairUp(cellsOf(KillEmbedder, StagesOf(KillEmbedder)))
+	return append(append(out, pairs...), rest...)
+}
+
+// shortStages last a few milliseconds at the sizes run, or the second the
+// failpoints hold them (preflight, proof, sweep, prune).
+var shortStages = []Stage{StagePreflight, StageProof, StageSweep, StagePrune}
+
+// instant kinds are over once made (an edit): the next fault can come at
+// once.
+func instant(k Kind) bool { return k == PriorityEdit || k == CRDAddVersion }
+
+func cellsOf(k Kind, stages []Stage) []Aim {
+	cells := make([]Aim, len(stages))
+	for i, st := range stages {
+		cells[i] = Aim{k, st}
+	}
+	return cells
+}
+
+// pairUp pairs cells given in stage order, first come first paired, so
+// that the second of a pair is at a later stage and is a short stage only
+// after an instant fault; the cells it cannot pair come back one to a seed.
+func pairUp(cells []Aim) (pairs, rest [][]Aim) {
+	var open []Aim
+	for _, c := range cells {
+		i := slices.IndexFunc(open, func(first Aim) bool {
+			return StageRank(first.Stage) < StageRank(c.Stage) && (instant(first.Kind) || !slices.Contains(shortStages, c.Stage))
+		})
+		if i < 0 {
+			open = append(open, c)
+			continue
 		}
+		pairs = append(pairs, []Aim{open[i], c})
+		open = slices.Delete(open, i, i+1)
 	}
-	var out [][]Aim
-	for i := 0; i < len(cells); i += 2 {
-		out = append(out, cells[i:min(i+2, len(cells))])
+	for _, c := range open {
+		rest = append(rest, []Aim{c})
 	}
-	embedded := StagesOf(KillEmbedder)
-	for i := 0; i < len(embedded); i += 2 {
-		out = append(out, []Aim{{KillEmbedder, embedded[i]}, {KillEmbedder, embedded[min(i+1, len(embedded)-1)]}})
-	}
-	return out
+	return pairs, rest
 }
 
 // Draw draws the schedule of seed.

@@ -70,6 +70,16 @@ func TestDrawCoversTheMenu(t *testing.T) {
 			}
 		}
 	}
+	// A short stage waits for no fault but an instant one: a fault that
+	// lasts seconds would often find it over.
+	for i, aims := range cover {
+		if len(aims) == 2 && slices.Contains(shortStages, aims[1].Stage) && !instant(aims[0].Kind) {
+			t.Errorf("seed %d aims %s second, after %s", i+1, aims[1], aims[0])
+		}
+		if len(aims) == 2 && StageRank(aims[0].Stage) >= StageRank(aims[1].Stage) {
+			t.Errorf("seed %d aims %s before %s", i+1, aims[0], aims[1])
+		}
+	}
 	if len(cover) > 50 {
 		t.Errorf("the cover takes %d seeds: more than the 50 of the long target", len(cover))
 	}

@@ -85,10 +85,10 @@ func sizeFromEnv() robustness.Size {
 
 // defaultSeeds run in `make test` (the Makefile's ROBUSTNESS_CI_SEEDS):
 // seeds of the cover (robustness.Cover) that use every rig once: a SIGKILL
-// in the settling and the main pass (2), a lagging API server (32), the
-// storage version set back after the retirement (42), the embedder
-// SIGKILLed (43).
-const defaultSeeds = "2,32,42,43"
+// in the proof and the main pass (2), the storage version set back in the
+// settling and the main pass (34), a lagging API server (44), the embedder
+// SIGKILLed (47).
+const defaultSeeds = "2,34,44,47"
 
 // seedsFromEnv: ROBUSTNESS_SEED replays seeds (a comma-separated list);
 // ROBUSTNESS_RUNS=n runs seeds FIRST..FIRST+n-1 (ROBUSTNESS_FIRST_SEED, 1
