@@ -92,11 +92,13 @@ type Options struct {
 	WriteTo WriteTarget
 	// Resume is the progress of an earlier run to continue: its counts, its
 	// continue token and its Checkpoint. The zero value starts from the
-	// beginning. A fresh run can set only Resume.Checkpoint: a
-	// resourceVersion taken after the storage version switched and settled,
-	// so that objects with a newer resourceVersion (written since) are
-	// skipped without a write. Without one, the first LIST's
-	// resourceVersion is taken (and reported in Progress).
+	// beginning. A fresh run can set only Resume.Checkpoint and
+	// Resume.Written: a resourceVersion taken after the storage version
+	// switched and settled, so that objects with a newer resourceVersion
+	// (written since) are skipped without a write, and the resourceVersions
+	// an earlier run's writes left (a retry after failures), so that the
+	// objects still at one of them are skipped too. Without a checkpoint,
+	// the first LIST's resourceVersion is taken (and reported in Progress).
 	Resume Progress
 	// MaxFailures bounds Progress.Failures.
 	MaxFailures int

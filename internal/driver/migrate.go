@@ -55,8 +55,11 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	r := policy.Status.Migration
 	if step.Restart || r == nil {
 		started := metav1.NewTime(d.now())
-		r = nextRun(r, crd, step.StorageVersion, &started)
+		prev := r
+		r = nextRun(prev, crd, step.StorageVersion, &started)
 		policy.Status.Migration = r
+		logger.Info("starting a migration run", "checkpoint", r.ResourceVersion, "keptFromLastRun", r.ResourceVersion != "",
+			"lastRun", lastRunOf(prev), "crdGeneration", crd.Generation)
 		d.Reporter.Event(policy, crd, corev1.EventTypeNormal, ReasonMigrationStarted, "Migrate",
 			fmt.Sprintf("rewriting every %s as %s", crd.Spec.Names.Plural, step.StorageVersion))
 	} else {
@@ -185,6 +188,15 @@ func nextRun(prev *graduatorv1alpha1.MigrationStatus, crd *apiextensionsv1.Custo
 		next.ResourceVersion, next.WrittenRanges = prev.ResourceVersion, prev.WrittenRanges
 	}
 	return next
+}
+
+// lastRunOf describes the run a new one follows, for the log.
+func lastRunOf(r *graduatorv1alpha1.MigrationStatus) string {
+	if r == nil {
+		return "none"
+	}
+	return fmt.Sprintf("generation %d, storage %s, checkpoint %q, completed %t, failed %d, started %v",
+		r.CRDGeneration, r.StorageVersion, r.ResourceVersion, r.CompletedAt != nil, r.Failed, r.StartedAt)
 }
 
 // engineOptions are the engine's options for a run of the policy's

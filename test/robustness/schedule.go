@@ -319,10 +319,14 @@ func Cover() [][]Aim {
 		pairs, rest := pairUp(cellsOf(k, StagesOf(k)))
 		out, left = append(out, pairs...), append(left, rest...)
 	}
-	pairs, rest := pairUp(slices.Concat(left...))
-	out = append(append(out, pairs...), rest...)
-	pairs, rest = pairUp(cellsOf(KillEmbedder, StagesOf(KillEmbedder)))
-	return append(append(out, pairs...), rest...)
+	// What is left, in stage order: the retirements pair with the first
+	// prunes.
+	rest := slices.Concat(left...)
+	slices.SortStableFunc(rest, func(a, b Aim) int { return cmp.Compare(StageRank(a.Stage), StageRank(b.Stage)) })
+	pairs, leftover := pairUp(rest)
+	out = append(append(out, pairs...), leftover...)
+	pairs, leftover = pairUp(cellsOf(KillEmbedder, StagesOf(KillEmbedder)))
+	return append(append(out, pairs...), leftover...)
 }
 
 // shortStages last a few milliseconds at the sizes run, or the second the
@@ -332,6 +336,14 @@ var shortStages = []Stage{StagePreflight, StageProof, StageSweep, StagePrune}
 // instant kinds are over once made (an edit): the next fault can come at
 // once.
 func instant(k Kind) bool { return k == PriorityEdit || k == CRDAddVersion }
+
+// outlastsTheRest: a webhook fault aimed at the sweep or later lasts
+// seconds while the graduation needs no conversion any more (it writes
+// little or nothing at 120 objects), so it often outlasts every later
+// stage: such a fault has no second.
+func outlastsTheRest(a Aim) bool {
+	return slices.Contains([]Kind{WebhookDown, WebhookSlow, WebhookFlap}, a.Kind) && StageRank(a.Stage) >= StageRank(StageSweep)
+}
 
 func cellsOf(k Kind, stages []Stage) []Aim {
 	cells := make([]Aim, len(stages))
@@ -348,7 +360,8 @@ func pairUp(cells []Aim) (pairs, rest [][]Aim) {
 	var open []Aim
 	for _, c := range cells {
 		i := slices.IndexFunc(open, func(first Aim) bool {
-			return StageRank(first.Stage) < StageRank(c.Stage) && (instant(first.Kind) || !slices.Contains(shortStages, c.Stage))
+			return StageRank(first.Stage) < StageRank(c.Stage) && (instant(first.Kind) || !slices.Contains(shortStages, c.Stage)) &&
+				!outlastsTheRest(first)
 		})
 		if i < 0 {
 			open = append(open, c)
