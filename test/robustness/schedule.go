@@ -337,12 +337,17 @@ var shortStages = []Stage{StagePreflight, StageProof, StageSweep, StagePrune}
 // once.
 func instant(k Kind) bool { return k == PriorityEdit || k == CRDAddVersion }
 
-// outlastsTheRest: a webhook fault aimed at the sweep or later lasts
-// seconds while the graduation needs no conversion any more (it writes
-// little or nothing at 120 objects), so it often outlasts every later
-// stage: such a fault has no second.
+// outlastsTheRest: a fault that lasts seconds while the graduation goes on
+// often outlasts every later stage, so it has no second: a slow webhook
+// (only new connections are held, and the API server keeps its
+// connections), and a webhook down or flapping from the sweep on (the
+// graduation needs no conversion any more: it writes little or nothing at
+// 120 objects). A first 50-seed run with the short-stage rule alone met
+// webhook-down, -slow and -flap at the retirement only once the policy had
+// graduated; a second one, with the later webhook faults alone, met
+// webhook-slow at neither the settling nor the main pass.
 func outlastsTheRest(a Aim) bool {
-	return slices.Contains([]Kind{WebhookDown, WebhookSlow, WebhookFlap}, a.Kind) && StageRank(a.Stage) >= StageRank(StageSweep)
+	return a.Kind == WebhookSlow || (slices.Contains([]Kind{WebhookDown, WebhookFlap}, a.Kind) && StageRank(a.Stage) >= StageRank(StageSweep))
 }
 
 func cellsOf(k Kind, stages []Stage) []Aim {
