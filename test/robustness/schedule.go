@@ -340,14 +340,17 @@ func instant(k Kind) bool { return k == PriorityEdit || k == CRDAddVersion }
 // outlastsTheRest: a fault that lasts seconds while the graduation goes on
 // often outlasts every later stage, so it has no second: a slow webhook
 // (only new connections are held, and the API server keeps its
-// connections), and a webhook down or flapping from the sweep on (the
-// graduation needs no conversion any more: it writes little or nothing at
-// 120 objects). A first 50-seed run with the short-stage rule alone met
-// webhook-down, -slow and -flap at the retirement only once the policy had
-// graduated; a second one, with the later webhook faults alone, met
-// webhook-slow at neither the settling nor the main pass.
+// connections), a flapping one (the graduation goes through between its
+// outages), and a webhook down from the sweep on (the graduation needs no
+// conversion any more: it writes little or nothing at 120 objects). A
+// first 50-seed run with the short-stage rule alone met webhook-down, -slow
+// and -flap at the retirement only once the policy had graduated; a second
+// one, with the later webhook faults alone, met webhook-slow at neither the
+// settling nor the main pass; a third, with the slow webhook alone too, met
+// webhook-flap at the prune when it came after a flap in the proof. The
+// cover is then 52 seeds.
 func outlastsTheRest(a Aim) bool {
-	return a.Kind == WebhookSlow || (slices.Contains([]Kind{WebhookDown, WebhookFlap}, a.Kind) && StageRank(a.Stage) >= StageRank(StageSweep))
+	return a.Kind == WebhookSlow || a.Kind == WebhookFlap || (a.Kind == WebhookDown && StageRank(a.Stage) >= StageRank(StageSweep))
 }
 
 func cellsOf(k Kind, stages []Stage) []Aim {
