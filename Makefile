@@ -111,8 +111,8 @@ test-faults: envtest-assets ## The fault suite at full size (SIGKILLs, webhook a
 	FAULTS_SIZE=full $(GO) test ./test/faults/ -count=1 -timeout 60m -v -ginkgo.v
 
 .PHONY: test-robustness
-test-robustness: envtest-assets ## Random fault schedules checked against the invariants: SEED=7 (or 7,9) replays seeds, RUNS=52 runs seeds 1..52 (the cover); SIZE=small|full; RECORD=1 writes the table of docs/reliability.md.
-	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
+test-robustness: envtest-assets ## Random fault schedules checked against the invariants: SEED=7 (or 7,9) replays seeds, RUNS=52 runs seeds 1..52 (the cover); SIZE=small|full; RIG=quota adds etcd near its quota to every run; RECORD=1 writes the table of docs/reliability.md.
+	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
 .PHONY: test-quota
 test-quota: envtest-assets ## The etcd space suite (about 11 minutes): a 192 MiB etcd compacting every 30 s; 16 KB objects at 55% of the quota migrate, told the quota, under 90% of it, 300 B objects never wait, NOSPACE stops a run and loses nothing.

@@ -57,7 +57,7 @@ const (
 var _ = Describe("Random fault schedules", func() {
 	for _, seed := range seeds {
 		It(fmt.Sprintf("seed %d keeps every invariant", seed), func(ctx SpecContext) {
-			runSchedule(ctx, robustness.Draw(seed, size))
+			runSchedule(ctx, drawFor(seed))
 		}, SpecTimeout(20*time.Minute))
 	}
 
@@ -96,8 +96,8 @@ var _ = Describe("Random fault schedules", func() {
 // 20 writes a second, a request a second), so that the storm bound is
 // sharp.
 func runPinned(ctx context.Context, seed uint64, slow bool, fault robustness.Fault) {
-	if !pinnedSpecs {
-		Skip("replaying seeds (ROBUSTNESS_SEED or ROBUSTNESS_RUNS): the pinned findings run in the default set")
+	if !pinnedSpecs || rig != "" {
+		Skip("replaying seeds (ROBUSTNESS_SEED or ROBUSTNESS_RUNS) or another rig: the pinned findings run in the default set")
 	}
 	s := robustness.Draw(seed, size)
 	if slow {
@@ -126,6 +126,7 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	before, err := snapshot.Take(ctx, dyn, pizzaenv.Resource(newVersion))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(before.Len()).To(Equal(size.Objects))
+	quota := holdNearQuota(ctx, s)
 
 	runCtx, stopWatching := context.WithCancel(ctx)
 	DeferCleanup(stopWatching)
@@ -149,6 +150,7 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 		mgrs = startManagers(s.Replicas())
 	}
 	stages := startStageTracker(mgrs.logPaths(), auditOffset, policy, embedded)
+	quota.removeAt(stages)
 	if !embedded {
 		createPolicy(ctx, s)
 	}
@@ -156,10 +158,20 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	By("the faults: " + s.String())
 	var lastEnd time.Time
 	for _, f := range s.Faults {
+		if f.Kind == robustness.NearQuota {
+			continue // held since before the run: holdNearQuota
+		}
 		met := waitFor(ctx, stages, policy, guard, f, s.ReadyBound())
 		_, _ = fmt.Fprintf(GinkgoWriter, "%s: %s met %s\n", time.Now().Format("15:04:05.000"), f, met)
 		res.met = append(res.met, metFault{kind: f.Kind, aimed: f.Stage, met: met})
 		lastEnd = inject(ctx, f, mgrs, stages, policy, res)
+	}
+	if quota != nil {
+		removed, in := quota.waitRemoved(ctx, policy, guard, s.ReadyBound())
+		res.met = append(res.met, metFault{kind: robustness.NearQuota, aimed: quota.fault.Until, met: in})
+		if removed.After(lastEnd) {
+			lastEnd = removed
+		}
 	}
 
 	By(fmt.Sprintf("invariant 4: Ready within %s of the last fault", s.ReadyBound()))
@@ -175,6 +187,11 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	stages.wait()
 	mgrs.stop(30 * time.Second)
 	res.restarts = mgrs.restarts()
+
+	if quota != nil {
+		By("invariant 7: etcd never raised its NOSPACE alarm")
+		Expect(quota.alarmsSeen()).To(BeEmpty(), "invariant 7: a write went past the etcd space budget")
+	}
 
 	By("invariant 6: no process or port left behind by the manager")
 	Expect(mgrs.leftovers()).To(BeEmpty())
@@ -247,7 +264,7 @@ func installPizzas(ctx context.Context) {
 	})
 	Expect(envtestutil.WaitServed(ctx, k8sClient, dyn, crd.Name)).To(Succeed())
 	Expect(envtestutil.ForEach(size.Objects, 8, func(i int) error {
-		return k8sClient.Create(ctx, pizzaenv.SampleV1alpha1(i))
+		return k8sClient.Create(ctx, pad(pizzaenv.SampleV1alpha1(i), i))
 	})).To(Succeed())
 	counts, err := etcd.Counts(ctx, pizzaGroup, "pizzas")
 	Expect(err).NotTo(HaveOccurred())
@@ -365,7 +382,7 @@ func startEmbedder(s robustness.Schedule) *envtestutil.ManagerProcess {
 		return []string{
 			"--kubeconfig", managerKubeconfig, "--crds", pizzaCRD,
 			"--settle-delay", s.SettleDelay.String(), "--qps", fmt.Sprint(s.QPS),
-			"--zap-time-encoding", "rfc3339nano",
+			"--zap-time-encoding", "rfc3339nano", "--etcd-quota", fmt.Sprint(toldQuota()),
 		}, nil
 	})
 	Expect(err).NotTo(HaveOccurred())
@@ -408,6 +425,7 @@ func createPolicy(ctx context.Context, s robustness.Schedule) {
 			Migration: graduatorv1alpha1.MigrationSettings{
 				Concurrency: s.Concurrency, PageSize: s.PageSize, QPS: s.QPS,
 				SettleDelay: &metav1.Duration{Duration: s.SettleDelay},
+				EtcdQuota:   quotaSetting(),
 			},
 		},
 	}
@@ -445,7 +463,7 @@ func violated(guard *storageGuard, policy *policyWatch) error {
 	if back, upTo := robustness.PhaseWentBack(policy.phaseLog()); back != "" {
 		return StopTrying(fmt.Sprintf("invariant 3: the policy went back to %s: %v", back, upTo))
 	}
-	return nil
+	return running.violation()
 }
 
 // waitReady waits until the policy is Ready and returns when; a violation
@@ -567,7 +585,7 @@ func writeLagging(ctx context.Context, every, lag time.Duration, lagging func() 
 	prefix := fmt.Sprintf("%s/%s/pizzas/default/", etcd.Prefix, pizzaGroup)
 	// A stride through the names: a spread of objects the run has and has
 	// not rewritten yet, the same from one replay to the next.
-	for i, end := 0, time.Now().Add(lag); time.Now().Before(end) && lagging(); i++ {
+	for i, end := 0, time.Now().Add(lag); time.Now().Before(end) && lagging() && len(written) < lagLimit(); i++ {
 		name := list.Items[(i*7)%len(list.Items)].GetName()
 		obj, err := old.Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
@@ -841,6 +859,11 @@ func writeSummary(report Report) {
 	if os.Getenv("ROBUSTNESS_RECORD") != "1" {
 		return
 	}
+	if rig != "" {
+		// The table is the default rig's; a rig's runs are written by hand.
+		fmt.Printf("ROBUSTNESS_RECORD ignored with ROBUSTNESS_RIG=%s\n", rig)
+		return
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\n%d seeds (%s), size %s (%d objects), %d passed, %s on %s.\n\n%s\n", tableBegin, len(results),
 		seedList(), size.Name, size.Objects, passed, report.RunTime.Round(time.Second),
@@ -908,7 +931,11 @@ func metTable() string {
 		fmt.Fprintf(&b, " %s |", s)
 	}
 	b.WriteString("\n| --- |" + strings.Repeat(" ---: |", len(stages)) + "\n")
-	for _, k := range robustness.Kinds {
+	kinds := robustness.Kinds
+	if rig == rigQuota {
+		kinds = append(slices.Clone(kinds), robustness.NearQuota)
+	}
+	for _, k := range kinds {
 		fmt.Fprintf(&b, "| %s |", k)
 		for _, s := range stages {
 			if n := count[k][s]; n > 0 {

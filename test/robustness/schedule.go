@@ -154,6 +154,13 @@ const (
 	// embed suite's binary, which graduates the CRD in these runs instead
 	// of the manager) and starts it again after Duration.
 	KillEmbedder Kind = "kill-embedder"
+	// NearQuota holds etcd's database near its space quota: ballast is
+	// written before the run starts, leaving Headroom bytes under the
+	// quota, and removed (deleted, compacted, defragmented) once the run
+	// reaches Until. Only the quota rig (a small etcd quota, told to the
+	// policy) draws it, with WithNearQuota: it is not in Kinds, so the
+	// other rigs' seeds draw what they drew before.
+	NearQuota Kind = "etcd-near-quota"
 )
 
 // Kinds is the menu.
@@ -244,6 +251,10 @@ type Fault struct {
 	Delay time.Duration
 	// Count is how many compactions.
 	Count int
+	// Headroom is the bytes etcd-near-quota leaves under etcd's quota, and
+	// Until the stage it is removed at.
+	Headroom int64
+	Until    Stage
 }
 
 func (f Fault) String() string {
@@ -264,6 +275,8 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, " every %s for %s", f.Delay, f.Duration)
 	case Compaction:
 		fmt.Fprintf(&b, " x%d every %s", f.Count, f.Delay)
+	case NearQuota:
+		fmt.Fprintf(&b, " %.1fMiB under the quota until %s", float64(f.Headroom)/(1<<20), f.Until)
 	case RestartAPIServer, PriorityEdit, CRDAddVersion, CRDStorageBack:
 	default:
 		fmt.Fprintf(&b, " for %s", f.Duration)
@@ -296,6 +309,9 @@ type Schedule struct {
 	// ClientEvery is the pause between two writes of the concurrent client.
 	ClientEvery time.Duration
 	Faults      []Fault
+	// Paced is how long the run may wait for etcd's compactions beyond
+	// its work (WithNearQuota: a budget at its floor paces the pass).
+	Paced time.Duration
 }
 
 // Aim is a fault kind aimed at a stage: a cell of the menu.
@@ -493,7 +509,7 @@ func (s Schedule) String() string {
 // retirement's grace, and a margin for a shared machine.
 func (s Schedule) WorkBound() time.Duration {
 	pass := time.Duration(float64(s.Size.Objects) / float64(s.QPS) * float64(time.Second))
-	return 30*time.Second + 4*pass + s.SettleDelay + s.RetireAfter + 2*stagePauses*StagePause
+	return 30*time.Second + 4*pass + s.SettleDelay + s.RetireAfter + 2*stagePauses*StagePause + s.Paced
 }
 
 // StagePause is how long the manager and the embedder, built with their
@@ -591,4 +607,52 @@ var phaseRank = map[graduatorv1alpha1.Phase]int{
 // over every object).
 func StormBound(objects, touched, setBacks int) int {
 	return (1 + setBacks) * (objects*6/5 + touched)
+}
+
+// NearQuotaEnds are the stages etcd-near-quota is removed at: after the
+// main pass, so that the whole pass writes under it. Not later: the
+// retirement's managedFields cleanup rewrites every object without the
+// space budget (migration.CleanupManagedFields), so a cleanup near the
+// quota would fill etcd whatever the budget does.
+var NearQuotaEnds = []Stage{StageSweep, StagePrune}
+
+// NearQuotaHeadroom is the range of the headroom etcd-near-quota leaves
+// under the quota rig's quota.
+var NearQuotaHeadroom = [2]int64{5 << 20, 7 << 20}
+
+// WithNearQuota adds etcd-near-quota to the schedule, first: it comes
+// before the run starts. Its headroom and end are drawn from the seed on a
+// stream of their own, so the rest of the schedule is the seed's in every
+// rig. paced is how long the run may wait for compactions
+// (PacedPass).
+func WithNearQuota(s Schedule, paced time.Duration) Schedule {
+	r := rand.New(rand.NewPCG(s.Seed, 0x71b07a))
+	const step = 256 << 10
+	f := Fault{Kind: NearQuota, Stage: StagePreflight, Until: pick(r, NearQuotaEnds),
+		Headroom: NearQuotaHeadroom[0] + r.Int64N((NearQuotaHeadroom[1]-NearQuotaHeadroom[0])/step+1)*step}
+	s.Faults = append([]Fault{f}, slices.Clone(s.Faults)...)
+	s.Paced = paced
+	// The client's updates rewrite whole (padded) objects outside the
+	// budget: at one request every NearQuotaClientEvery or slower they stay
+	// well under the headroom.
+	s.ClientEvery = max(s.ClientEvery, NearQuotaClientEvery)
+	return s
+}
+
+// NearQuotaClientEvery is the concurrent client's fastest pace in a run
+// with etcd near its quota.
+const NearQuotaClientEvery = 400 * time.Millisecond
+
+// PacedPass bounds how long a pass that adds passBytes to etcd takes when
+// its space budget lets budget bytes out per compaction: a compaction
+// every interval frees a write between one and two intervals after it,
+// and the engine asks every 2 s and lets etcd settle 2 s once freed
+// (migration's compactionPoll and compactionSettle); twice that, for a
+// shared machine.
+func PacedPass(passBytes, budget int64, interval time.Duration) time.Duration {
+	if budget <= 0 || passBytes <= 0 {
+		return 0
+	}
+	compactions := (passBytes + budget - 1) / budget
+	return 2 * time.Duration(compactions) * (2*interval + 4*time.Second)
 }

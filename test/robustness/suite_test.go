@@ -182,6 +182,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			// Without it the API server waits 60 s for open watches when it
 			// stops.
 			apiServer.Configure().Set("shutdown-watch-termination-grace-period", "5s")
+			configureRig(env)
 			audit, err = envtestutil.EnableAuditLog(env, work)
 			return err
 		},

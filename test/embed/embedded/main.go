@@ -39,18 +39,19 @@ func main() {
 	crds := flag.String("crds", "", "Comma-separated names of the CRDs to graduate.")
 	settle := flag.Duration("settle-delay", time.Second, "crdmigrate's SettleDelay.")
 	qps := flag.Float64("qps", 0, "crdmigrate's QPS (0: none).")
+	quota := flag.Int64("etcd-quota", 0, "crdmigrate's EtcdQuota in bytes (0: not told).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	// --kubeconfig is controller-runtime's flag.
-	if err := run(strings.Split(*crds, ","), *settle, float32(*qps)); err != nil {
+	if err := run(strings.Split(*crds, ","), *settle, float32(*qps), *quota); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(crds []string, settle time.Duration, qps float32) error {
+func run(crds []string, settle time.Duration, qps float32, quota int64) error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return err
@@ -65,7 +66,7 @@ func run(crds []string, settle time.Duration, qps float32) error {
 	if err != nil {
 		return err
 	}
-	if err := crdmigrate.Add(mgr, crdmigrate.Options{CRDs: crds, SettleDelay: settle, QPS: qps}); err != nil {
+	if err := crdmigrate.Add(mgr, crdmigrate.Options{CRDs: crds, SettleDelay: settle, QPS: qps, EtcdQuota: quota}); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())
