@@ -263,6 +263,7 @@ func installPizzas(ctx context.Context) {
 		Expect(envtestutil.DeleteCRD(ctx, k8sClient, crd.Name, 5*time.Minute)).To(Succeed())
 	})
 	Expect(envtestutil.WaitServed(ctx, k8sClient, dyn, crd.Name)).To(Succeed())
+	clearEtcd(ctx)
 	Expect(envtestutil.ForEach(size.Objects, 8, func(i int) error {
 		return k8sClient.Create(ctx, pad(pizzaenv.SampleV1alpha1(i), i))
 	})).To(Succeed())

@@ -617,8 +617,13 @@ func StormBound(objects, touched, setBacks int) int {
 var NearQuotaEnds = []Stage{StageSweep, StagePrune}
 
 // NearQuotaHeadroom is the range of the headroom etcd-near-quota leaves
-// under the quota rig's quota.
-var NearQuotaHeadroom = [2]int64{5 << 20, 7 << 20}
+// under the quota rig's 64 MiB quota: less than one pass over its padded
+// pizzas adds to etcd (about 28 MiB), so a pass that does not wait for
+// compactions fills etcd, and more than the last quarter of the quota the
+// engine leaves to other clients and fragmentation (16 MiB), so that the
+// budget the rule gives is 3 to 5 MiB per compaction rather than its floor
+// of 1 MiB, which would make every run several minutes long.
+var NearQuotaHeadroom = [2]int64{19 << 20, 21 << 20}
 
 // WithNearQuota adds etcd-near-quota to the schedule, first: it comes
 // before the run starts. Its headroom and end are drawn from the seed on a
@@ -641,7 +646,7 @@ func WithNearQuota(s Schedule, paced time.Duration) Schedule {
 
 // NearQuotaClientEvery is the concurrent client's fastest pace in a run
 // with etcd near its quota.
-const NearQuotaClientEvery = 400 * time.Millisecond
+const NearQuotaClientEvery = time.Second
 
 // PacedPass bounds how long a pass that adds passBytes to etcd takes when
 // its space budget lets budget bytes out per compaction: a compaction
