@@ -60,14 +60,14 @@ const (
 	etcdQuota = 64 << 20
 	// compactionInterval is the API server's --etcd-compaction-interval:
 	// the budget frees its writes only at a compaction (5 min by default).
-	compactionInterval = 4 * time.Second
+	compactionInterval = 2 * time.Second
 	// dbMetricPoll is the API server's --etcd-db-metric-poll-interval (30 s
 	// by default): a run's budget reads the database's size from that
 	// gauge at its start, so it must show the ballast by then.
 	dbMetricPoll = time.Second
 	// paddingBytes is the annotation that pads every pizza (annotations
 	// may hold 256 KiB in all): a pass adds about 28 MiB to etcd (35 MiB
-	// at WriteCost), more than the 19-21 MiB the ballast leaves. Every
+	// at WriteCost), more than the 23-25 MiB the ballast leaves. Every
 	// pizza, not some: the budget charges a page's writes at the
 	// size of its first object (one GET per page), and with the rig's
 	// first layout (the client's pizzas small) it charged far less than
@@ -79,6 +79,10 @@ const (
 	// ballastNamespace holds the ballast's ConfigMaps, ballastPiece bytes
 	// each (a ConfigMap holds up to 1 MiB).
 	ballastNamespace = "robustness-ballast"
+	// othersBeforeRun is what etcd's database grows by between the ballast
+	// and the run's first read of its size (the client rewrites padded
+	// pizzas, the API server its leases and events): 3 MiB in a first run.
+	othersBeforeRun = 4 << 20
 	ballastPiece     = 512 << 10
 )
 
@@ -114,9 +118,10 @@ func drawFor(seed uint64) robustness.Schedule {
 		return s
 	}
 	// The pass is paced by the budget the rule gives at the ballast's
-	// least headroom: its floor, 1/64 of the quota.
+	// least headroom, less what other writes add before the run reads the
+	// database's size (othersBeforeRun).
 	budget, _ := migration.SpaceBudgetFor(migration.EtcdSpace{
-		DatabaseSize: etcdQuota - robustness.NearQuotaHeadroom[0], Quota: etcdQuota})
+		DatabaseSize: etcdQuota - robustness.NearQuotaHeadroom[0] + othersBeforeRun, Quota: etcdQuota})
 	return robustness.WithNearQuota(s, robustness.PacedPass(passBytes(), budget, compactionInterval))
 }
 
