@@ -83,7 +83,10 @@ const (
 	// and the run's first read of its size (the client rewrites padded
 	// pizzas, the API server its leases and events): 3 MiB in a first run.
 	othersBeforeRun = 4 << 20
-	ballastPiece     = 512 << 10
+	ballastPiece    = 512 << 10
+	// ballastNear: within it of its target, the ballast is defragmented
+	// before every piece (writeBallast).
+	ballastNear = 6 << 20
 )
 
 var rig = rigFromEnv()
@@ -387,17 +390,19 @@ func (q *nearQuota) violation() error {
 // target bytes or more: its live data. The database grows faster than its
 // live data while the ballast goes in (a 512 KiB value needs its free pages
 // in one run, and pages freed while a read is open are not reused until it
-// ends), so it is defragmented whenever it reaches the target, and whenever
-// the next piece could bring it within margin of the quota: the ballast
-// alone never reaches the quota, and leaves no free pages that would widen
-// the headroom.
+// ends), and etcd's status shows its size as of its last commit (up to
+// 100 ms behind, several pieces): so within ballastNear of the target, or
+// when the next piece could bring it within margin of the quota, it is
+// defragmented before every piece. The ballast alone never reaches the
+// quota, passes the target by at most a piece, and leaves no free pages
+// that would widen the headroom.
 func writeBallast(ctx context.Context, target, margin int64) {
 	err := k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ballastNamespace}})
 	Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
 	for i := 0; ; i++ {
 		size, err := dbSize(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		if size >= target || size+2*ballastPiece > etcdQuota-margin {
+		if size >= target-ballastNear || size+2*ballastPiece > etcdQuota-margin {
 			Expect(compactAndDefragment(ctx)).To(Succeed())
 			if size, err = dbSize(ctx); err == nil && size >= target {
 				return
