@@ -822,7 +822,7 @@ func (r *result) line() string {
 	}
 	met := make([]string, len(r.met))
 	for i, m := range r.met {
-		met[i] = fmt.Sprintf("%s@%s", m.kind, m.met)
+		met[i] = fmt.Sprintf("%s@%s", m.kind, m.stages())
 	}
 	ready := "-"
 	if r.faultToReady >= 0 {
@@ -860,11 +860,7 @@ func writeSummary(report Report) {
 	if os.Getenv("ROBUSTNESS_RECORD") != "1" {
 		return
 	}
-	if rig != "" {
-		// The table is the default rig's; a rig's runs are written by hand.
-		fmt.Printf("ROBUSTNESS_RECORD ignored with ROBUSTNESS_RIG=%s\n", rig)
-		return
-	}
+	tableBegin, tableEnd := tableMarkers()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\n%d seeds (%s), size %s (%d objects), %d passed, %s on %s.\n\n%s\n", tableBegin, len(results),
 		seedList(), size.Name, size.Objects, passed, report.RunTime.Round(time.Second),
@@ -874,7 +870,7 @@ func writeSummary(report Report) {
 	for _, r := range results {
 		met := make([]string, len(r.met))
 		for i, m := range r.met {
-			met[i] = fmt.Sprintf("%s (%s)", m.kind, m.met)
+			met[i] = fmt.Sprintf("%s (%s)", m.kind, m.stages())
 		}
 		ready := "-"
 		if r.faultToReady >= 0 {
@@ -903,10 +899,14 @@ func writeSummary(report Report) {
 	fmt.Printf("table written to %s\n", path)
 }
 
-const (
-	tableBegin = "<!-- BEGIN ROBUSTNESS TABLE (written by `make test-robustness RECORD=1`) -->"
-	tableEnd   = "<!-- END ROBUSTNESS TABLE -->"
-)
+// tableMarkers enclose the table of the rig's runs in docs/reliability.md.
+func tableMarkers() (begin, end string) {
+	if rig == rigQuota {
+		return "<!-- BEGIN ROBUSTNESS QUOTA TABLE (written by `make test-robustness RIG=quota RECORD=1`) -->",
+			"<!-- END ROBUSTNESS QUOTA TABLE -->"
+	}
+	return "<!-- BEGIN ROBUSTNESS TABLE (written by `make test-robustness RECORD=1`) -->", "<!-- END ROBUSTNESS TABLE -->"
+}
 
 func seedList() string {
 	first, last := results[0].schedule.Seed, results[len(results)-1].schedule.Seed
@@ -923,7 +923,9 @@ func metTable() string {
 			if count[m.kind] == nil {
 				count[m.kind] = map[robustness.Stage]int{}
 			}
-			count[m.kind][m.met]++
+			for _, st := range heldThrough(m) {
+				count[m.kind][st]++
+			}
 		}
 	}
 	var b strings.Builder
@@ -948,6 +950,31 @@ func metTable() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// heldThrough are the stages a fault met: the one it began in, or, for
+// etcd near its quota (there from before the run until its end), every
+// stage from the preflight to the one it was removed in.
+func heldThrough(m metFault) []robustness.Stage {
+	if m.kind != robustness.NearQuota {
+		return []robustness.Stage{m.met}
+	}
+	var held []robustness.Stage
+	for _, st := range robustness.Stages {
+		if robustness.StageRank(st) <= robustness.StageRank(m.met) {
+			held = append(held, st)
+		}
+	}
+	return held
+}
+
+// stages is the stage the fault met, or the stages it held through.
+func (m metFault) stages() string {
+	held := heldThrough(m)
+	if len(held) == 1 {
+		return string(held[0])
+	}
+	return fmt.Sprintf("%s to %s", held[0], held[len(held)-1])
 }
 
 func passFail(ok bool) string {

@@ -618,12 +618,12 @@ var NearQuotaEnds = []Stage{StageSweep, StagePrune}
 
 // NearQuotaHeadroom is the range of the headroom etcd-near-quota leaves
 // under the quota rig's 64 MiB quota: less than one pass over its padded
-// pizzas adds to etcd (about 28 MiB), so that a pass that does not wait for
+// pizzas adds to etcd (about 29 MiB), so that a pass that does not wait for
 // compactions fills etcd; more than the last quarter of the quota, which
 // the engine leaves to other clients and fragmentation (16 MiB), so that
 // the budget the rule gives is a few MiB per compaction rather than its
 // floor of 1 MiB, which would make a run several minutes long.
-var NearQuotaHeadroom = [2]int64{23 << 20, 25 << 20}
+var NearQuotaHeadroom = [2]int64{26 << 20, 28 << 20}
 
 // WithNearQuota adds etcd-near-quota to the schedule, first: it comes
 // before the run starts. Its headroom and end are drawn from the seed on a
