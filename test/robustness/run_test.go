@@ -428,6 +428,7 @@ func createPolicy(ctx context.Context, s robustness.Schedule) {
 				SettleDelay: &metav1.Duration{Duration: s.SettleDelay},
 				EtcdQuota:   quotaSetting(),
 			},
+			CleanupManagedFields: cleanupSetting(),
 		},
 	}
 	Expect(k8sClient.Create(ctx, p)).To(Succeed())
