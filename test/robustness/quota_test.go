@@ -48,13 +48,13 @@ import (
 	"github.com/graduator/graduator/test/robustness"
 )
 
-// The quota rig (ROBUSTNESS_RIG=quota): etcd with a small space quota,
+// The quota rig (ROBUSTNESS_RIG=quota): etcd with a 64 MiB space quota,
 // told to the policy (and the embedder), an API server that compacts every
-// few seconds, pizzas padded so that one pass over them is more than etcd
-// has left near its quota, and in every run the etcd-near-quota fault:
-// ballast that leaves etcd a few MiB under its quota while the main pass
-// writes. The engine's space budget is then what keeps etcd under its
-// quota (invariant 7).
+// 10 s, pizzas padded so that one pass over them adds more than etcd has
+// left near its quota, and in every run the etcd-near-quota fault: ballast
+// that leaves etcd 24-26 MiB under its quota while the main pass writes.
+// The engine's space budget is then what keeps etcd under its quota
+// (invariant 7).
 const (
 	rigQuota = "quota"
 	// etcdQuota is etcd's --quota-backend-bytes.
@@ -72,10 +72,10 @@ const (
 	// paddingBytes is the annotation that pads every pizza (annotations
 	// hold 256 KiB at most): 120 pizzas then take about 29 MiB of etcd's
 	// database (160 KiB took 19.3 MiB), and a pass adds as much, more than
-	// the 24-26 MiB the ballast leaves. Every pizza, not some: the budget charges a page's
-	// writes at the size of its first object (one GET per page), and with
-	// the rig's first layout (the client's pizzas small) it charged far
-	// less than the pass wrote (docs/reliability.md).
+	// the 24-26 MiB the ballast leaves. Every pizza, not some: the budget
+	// charges a page's writes at the size of its first object (one GET per
+	// page), and with the rig's first layout (the client's pizzas small) it
+	// charged far less than the pass wrote (docs/reliability.md).
 	paddingBytes = 240 << 10
 	// paddingAnnotation carries the padding; metadata survives every
 	// conversion, and the Pizza schema has no field that large.
@@ -83,11 +83,11 @@ const (
 	// ballastNamespace holds the ballast's ConfigMaps, ballastPiece bytes
 	// each (a ConfigMap holds up to 1 MiB).
 	ballastNamespace = "robustness-ballast"
+	ballastPiece     = 512 << 10
 	// othersBeforeRun is what etcd's database grows by between the ballast
 	// and the run's first read of its size (the client rewrites padded
-	// pizzas, the API server its leases and events): 3 MiB in a first run.
+	// pizzas, the API server its leases and events): 1.2-3.1 MiB seen.
 	othersBeforeRun = 4 << 20
-	ballastPiece    = 512 << 10
 	// ballastNear: within it of its target, the ballast is defragmented
 	// before every piece (writeBallast).
 	ballastNear = 6 << 20
