@@ -86,7 +86,7 @@ const (
 	ballastPiece     = 512 << 10
 	// othersBeforeRun is what etcd's database grows by between the ballast
 	// and the run's first read of its size (the client rewrites padded
-	// pizzas, the API server its leases and events): 1.2-3.1 MiB seen.
+	// pizzas, the API server its leases and events): 2-3.5 MiB seen.
 	othersBeforeRun = 4 << 20
 	// ballastNear: within it of its target, the ballast is defragmented
 	// before every piece (writeBallast).
