@@ -137,16 +137,24 @@ func (ps *passState) dispatch(p page) bool {
 	return true
 }
 
-// sampleSize reads the first object of a main pass page whole, to charge
-// the page's writes to the etcd space budget at the right size (one GET per
-// page).
+// sampleSize reads the first and the last object of a main pass page
+// whole, to charge the page's writes to the etcd space budget at the right
+// size (two GETs per page; spaceBudget.sampledPage says why both).
 func (ps *passState) sampleSize(p page) {
 	if ps.space.off() || ps.kind != mainPass || len(p.items) == 0 {
 		return
 	}
-	if size, err := ps.objects.size(ps.ctx, p.items[0].Namespace, p.items[0].Name); err == nil {
-		ps.space.sampled(size)
+	ends := []objectRef{p.items[0]}
+	if len(p.items) > 1 {
+		ends = append(ends, p.items[len(p.items)-1])
 	}
+	sizes := make([]int64, 0, len(ends))
+	for _, obj := range ends {
+		if size, err := ps.objects.size(ps.ctx, obj.Namespace, obj.Name); err == nil {
+			sizes = append(sizes, size)
+		}
+	}
+	ps.space.sampledPage(sizes...)
 }
 
 // takeCheckpoint takes the first page's resourceVersion as the pass's

@@ -207,7 +207,10 @@ type spaceBudget struct {
 	outstanding int64         // the bytes of every chunk
 	sampleBytes int64
 	samples     int64
-	lastProbe   time.Time
+	// pageBytes is the largest object sampled in the page being
+	// dispatched: its writes are charged at least that.
+	pageBytes int64
+	lastProbe time.Time
 }
 
 // spaceChunk is writes whose bytes are freed together.
@@ -222,23 +225,37 @@ const chunkDivisor = 4
 
 func (s *spaceBudget) off() bool { return s == nil || s.budget < 0 }
 
-// cost is what the next write is charged.
+// cost is what the next write is charged: the mean of the objects sampled,
+// or, when larger, the largest sampled in its page.
 func (s *spaceBudget) cost() int64 {
 	if s.samples == 0 {
 		return WriteCost(defaultObjectBytes)
 	}
-	return WriteCost(s.sampleBytes / s.samples)
+	return WriteCost(max(s.sampleBytes/s.samples, s.pageBytes))
 }
 
-// sampled adds the size of one object to the mean the cost is taken from.
-func (s *spaceBudget) sampled(objectBytes int64) {
-	if s.off() || objectBytes <= 0 {
+// sampledPage adds the sizes of a page's sampled objects to the mean, and
+// charges the page's writes at least the largest of them. A page is a range
+// of names: where sizes follow the names (a client's small objects named
+// apart from large ones), its first object alone can be the small end of
+// it, and the mean of the pages before it too; its first and its last
+// bound it. The quota rig of the robustness suite raised NOSPACE when only
+// the first was sampled (docs/reliability.md).
+func (s *spaceBudget) sampledPage(objectBytes ...int64) {
+	if s.off() {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sampleBytes += objectBytes
-	s.samples++
+	s.pageBytes = 0
+	for _, n := range objectBytes {
+		if n <= 0 {
+			continue
+		}
+		s.sampleBytes += n
+		s.samples++
+		s.pageBytes = max(s.pageBytes, n)
+	}
 }
 
 // tryReserve charges one write to the open chunk when the budget allows it

@@ -146,9 +146,26 @@ apiserver_storage_size_bytes_other 1e+12
 		Expect(ok).To(BeFalse())
 	})
 
+	It("charges a page's writes at least its largest sampled object", func() {
+		// The first page starts among a client's small objects and ends
+		// among large ones: charged at its first object or at the mean, its
+		// fifty writes would pass for one large one each.
+		s := &spaceBudget{budget: 10 * WriteCost(240 << 10)}
+		s.sampledPage(2<<10, 240<<10)
+		for range 10 {
+			_, ok := s.tryReserve()
+			Expect(ok).To(BeTrue())
+		}
+		_, ok := s.tryReserve()
+		Expect(ok).To(BeFalse(), "the eleventh large write passes the budget")
+		// The next page's samples set its own floor; the mean stays.
+		s.sampledPage(2<<10, 2<<10)
+		Expect(s.cost()).To(Equal(WriteCost((2<<10 + 240<<10 + 2<<10 + 2<<10) / 4)))
+	})
+
 	It("charges what the sampled objects weigh", func() {
 		s := &spaceBudget{budget: 10 * WriteCost(300)}
-		s.sampled(300)
+		s.sampledPage(300)
 		for range 10 {
 			_, ok := s.tryReserve()
 			Expect(ok).To(BeTrue())

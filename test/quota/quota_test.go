@@ -76,7 +76,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		Expect(res.DatabaseSize).To(BeNumerically(">", 0), "the size is read from the API server's /metrics")
 
 		// The same run without the budget, for the rate: the budget costs a
-		// /metrics read at the start and one GET per page of 500.
+		// /metrics read at the start and two GETs per page of 500.
 		p.switchStorage(ctx, "v1")
 		off, _, tookOff, err := migrate(ctx, p, p.v1, migration.Options{SpaceBudget: -1})
 		Expect(err).NotTo(HaveOccurred())
