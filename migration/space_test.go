@@ -150,7 +150,7 @@ apiserver_storage_size_bytes_other 1e+12
 		// The first page starts among a client's small objects and ends
 		// among large ones: charged at its first object or at the mean, its
 		// fifty writes would pass for one large one each.
-		s := &spaceBudget{budget: 10 * WriteCost(240 << 10)}
+		s := &spaceBudget{budget: 10 * WriteCost(240<<10)}
 		s.sampledPage(2<<10, 240<<10)
 		for range 10 {
 			_, ok := s.tryReserve()
