@@ -148,8 +148,8 @@ apiserver_storage_size_bytes_other 1e+12
 
 	It("charges a page's writes at least its largest sampled object", func() {
 		// The first page starts among a client's small objects and ends
-		// among large ones: charged at its first object, or at the mean of
-		// the two, ten large writes would fit the budget many times over.
+		// among large ones: charged at its first object, a hundred times the
+		// ten large writes the budget holds would go; at the mean, twice.
 		s := &spaceBudget{budget: 10 * WriteCost(240<<10)}
 		s.sampledPage(2<<10, 240<<10)
 		for range 10 {
