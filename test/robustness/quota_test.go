@@ -72,10 +72,10 @@ const (
 	// paddingBytes is the annotation that pads every pizza (annotations
 	// hold 256 KiB at most): 120 pizzas then take about 29 MiB of etcd's
 	// database (160 KiB took 19.3 MiB), and a pass adds as much, more than
-	// the 24-26 MiB the ballast leaves. Every pizza, not some: the budget
-	// charges a page's writes at the size of its first object (one GET per
-	// page), and with the rig's first layout (the client's pizzas small) it
-	// charged far less than the pass wrote (docs/reliability.md).
+	// the 24-26 MiB the ballast leaves. Every pizza alike: the budget
+	// samples a page's first and last objects only, so a page of mixed
+	// sizes is charged by guess (docs/reliability.md), and the rig checks
+	// the budget, not its sampling.
 	paddingBytes = 240 << 10
 	// paddingAnnotation carries the padding; metadata survives every
 	// conversion, and the Pizza schema has no field that large.
