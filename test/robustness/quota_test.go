@@ -72,10 +72,11 @@ const (
 	// paddingBytes is the annotation that pads every pizza (annotations
 	// hold 256 KiB at most): 120 pizzas then take about 29 MiB of etcd's
 	// database (160 KiB took 19.3 MiB), and a pass adds as much, more than
-	// the 24-26 MiB the ballast leaves. Every pizza alike: the budget
-	// samples a page's first and last objects only, so a page of mixed
-	// sizes is charged by guess (docs/reliability.md), and the rig checks
-	// the budget, not its sampling.
+	// the 24-26 MiB the ballast leaves. Every pizza of the population (the
+	// client creates small ones of its own): the budget samples a page's
+	// first and last objects only, so a page of mixed sizes is charged by
+	// guess (docs/reliability.md), and the rig checks the budget, not its
+	// sampling.
 	paddingBytes = 240 << 10
 	// paddingAnnotation carries the padding; metadata survives every
 	// conversion, and the Pizza schema has no field that large.
