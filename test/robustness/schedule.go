@@ -610,11 +610,12 @@ func StormBound(objects, touched, setBacks int) int {
 }
 
 // NearQuotaEnds are the stages etcd-near-quota is removed at: after the
-// main pass, so that the whole pass writes under it. Not later: the
-// retirement's managedFields cleanup rewrites every object without the
-// space budget (migration.CleanupManagedFields), so a cleanup near the
-// quota would fill etcd whatever the budget does.
-var NearQuotaEnds = []Stage{StageSweep, StagePrune}
+// main pass, so that the whole pass writes under it, and as late as the
+// retirement, which the quota rig runs without its managedFields cleanup
+// (that rewrites every object with no space budget,
+// migration.CleanupManagedFields, and would fill etcd whatever the budget
+// does): deprecating and unserving write the CRD alone.
+var NearQuotaEnds = []Stage{StageSweep, StagePrune, StageRetire}
 
 // NearQuotaHeadroom is the range of the headroom etcd-near-quota leaves
 // under the quota rig's 64 MiB quota: less than one pass over its padded
