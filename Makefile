@@ -27,7 +27,9 @@ export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
 
 CONTROLLER_GEN := $(GO) tool controller-gen
 GOLANGCI_LINT_VERSION ?= v2.7.2
-# Seconds each fuzz target runs during `make test`.
+# Executions of each fuzz target during `make test`: a count, not a duration,
+# since a -fuzztime deadline that falls while an input is minimized fails the
+# run with "context deadline exceeded".
 FUZZTIME ?= 40000x
 IMG ?= ghcr.io/graduator/graduator:dev
 # helm, built from the Go module proxy (not a dependency of go.mod: its
@@ -46,13 +48,16 @@ IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 all: build
 
 .PHONY: help
-help: ## Show the targets.
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+help: ## Show the targets, by section.
+	@awk 'BEGIN {FS = ":.*##"; print "Usage: make <target> [VAR=value]"} \
+		/^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2} \
+		/^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
+	@echo; echo "What each target does, its variables and its duration: docs/development.md"
 
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate the CRD and RBAC manifests from the controller-gen markers, and the Pizza CRD stages.
+manifests: ## Generate the CRD and RBAC manifests and the Pizza CRD stages.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." paths="./cmd/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) crd paths="./conversion/..." output:crd:artifacts:config=config/samples/pizza/base
@@ -62,6 +67,10 @@ manifests: ## Generate the CRD and RBAC manifests from the controller-gen marker
 .PHONY: generate
 generate: ## Generate the deepcopy functions.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths="./..."
+
+.PHONY: api-surface
+api-surface: ## Record the public packages' exported identifiers in api-surface/.
+	$(GO) run ./hack/apisurface
 
 .PHONY: fmt
 fmt: ## Format the code.
@@ -80,7 +89,7 @@ lint: ## gofmt, go vet, and golangci-lint when it installs.
 ##@ Test
 
 .PHONY: envtest-assets
-envtest-assets: ## Put kube-apiserver, etcd and (1.37+) kube-controller-manager of Kubernetes $(K8S) into bin/k8s/$(K8S) (downloads, or builds them from Go modules; cached by release).
+envtest-assets: ## Put the envtest binaries of Kubernetes K8S into bin/k8s/K8S.
 	@if [ "$(KUBEBUILDER_ASSETS)" != "$(ENVTEST_ASSETS_DIR)" ]; then \
 		echo "KUBEBUILDER_ASSETS=$(KUBEBUILDER_ASSETS) is set; using it"; \
 	else \
@@ -88,11 +97,11 @@ envtest-assets: ## Put kube-apiserver, etcd and (1.37+) kube-controller-manager 
 	fi
 
 .PHONY: large-files
-large-files: ## Fail when git tracks a file over 1 MiB (a built binary committed by mistake).
+large-files: ## Fail when git tracks a file over 1 MiB.
 	hack/check-large-files.sh
 
 .PHONY: test
-test: large-files envtest-assets fuzz helm image test-examples ## No tracked file over 1 MiB, unit tests, short fuzz runs, the chart and image checks, the envtest suites against a real kube-apiserver (with a few robustness seeds), and the examples.
+test: large-files envtest-assets fuzz helm image test-examples ## Every check a change must pass (up to 30 min).
 	ROBUSTNESS_SEEDS="$(ROBUSTNESS_CI_SEEDS)" HELM=$(HELM) $(GO) test ./... -count=1 -timeout 30m
 	$(GO) test -tags failpoints ./internal/failpoint/ -count=1
 
@@ -103,19 +112,19 @@ ROBUSTNESS_CI_SEEDS ?= 2,27,29,50
 # examples/ is a module of its own (users copy it), so ./... of the root
 # module does not reach it. Its rehearsal takes about 15 s.
 .PHONY: test-examples
-test-examples: envtest-assets ## The examples/ module: vet, and its upgrade rehearsal on envtest.
+test-examples: envtest-assets ## The examples/ module: vet and its upgrade rehearsal.
 	cd examples && $(GO) vet ./... && KUBEBUILDER_ASSETS=$(abspath $(KUBEBUILDER_ASSETS)) $(GO) test ./... -count=1 -timeout 10m
 
 .PHONY: test-faults
-test-faults: envtest-assets ## The fault suite at full size (SIGKILLs, webhook and API server outages, admission denial, pause); records docs/reliability.md.
+test-faults: envtest-assets ## The fault suite at full size (about 35 min).
 	FAULTS_SIZE=full $(GO) test ./test/faults/ -count=1 -timeout 60m -v -ginkgo.v
 
 .PHONY: test-robustness
-test-robustness: envtest-assets ## Random fault schedules checked against the invariants: SEED=7 (or 7,9) replays seeds, RUNS=52 runs seeds 1..52 (the cover); SIZE=small|full; RIG=quota adds etcd near its quota to every run; RECORD=1 writes the table of docs/reliability.md.
+test-robustness: envtest-assets ## Random fault schedules against the invariants (SEED, RUNS, SIZE, RIG).
 	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
 .PHONY: test-quota
-test-quota: envtest-assets ## The etcd space suite (about 11 minutes): a 192 MiB etcd compacting every 30 s; 16 KB objects at 55% of the quota migrate, told the quota, under 90% of it, 300 B objects never wait, NOSPACE stops a run and loses nothing.
+test-quota: envtest-assets ## The etcd space suite (about 11 min).
 	QUOTA_SUITE=1 $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
 
 # The suites whose behaviour depends on the API server: the policy API and
@@ -138,7 +147,7 @@ COMPAT_LOG = $(BIN)/test-compat-$(K8S).log
 COMPAT_SUMMARY = grep -E '^(ok|FAIL|--- SKIP|--- FAIL)|\[SKIPPED\]|needs (Kubernetes|a server)|Ran [0-9]+ of' $(COMPAT_LOG) || true
 
 .PHONY: test-compat
-test-compat: helm ## The suites that depend on the API server, and the examples' rehearsal, on Kubernetes K8S (make test-compat K8S=1.30.14); its binaries go to bin/k8s/K8S. Skipped specs say which release they need.
+test-compat: helm ## The API-server-dependent suites on Kubernetes K8S (K8S=1.30.14).
 	@echo "--- Kubernetes $(K8S): envtest binaries"
 	ENVTEST_K8S_VERSION=$(K8S) ENVTEST_CONTROLLER_MANAGER=$(ENVTEST_CONTROLLER_MANAGER) hack/envtest-assets.sh $(ENVTEST_ASSETS_DIR)
 	@echo "--- Kubernetes $(K8S): $(COMPAT_SUITES) $(COMPAT_TESTS) examples/ (log: $(COMPAT_LOG))"
@@ -149,7 +158,7 @@ test-compat: helm ## The suites that depend on the API server, and the examples'
 	cd examples && KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS_DIR) $(GO) test ./... -count=1 -timeout 10m
 
 .PHONY: test-compat-all
-test-compat-all: ## make test-compat on every release of K8S_MATRIX ($(K8S_MATRIX)), one after the other.
+test-compat-all: ## make test-compat on every release of K8S_MATRIX.
 	@for release in $(K8S_MATRIX); do \
 		$(MAKE) --no-print-directory test-compat K8S=$$release || exit 1; \
 	done
@@ -157,14 +166,16 @@ test-compat-all: ## make test-compat on every release of K8S_MATRIX ($(K8S_MATRI
 FUZZ_TARGETS := FuzzHubRoundTrip FuzzV1alpha1RoundTrip FuzzV1beta1RoundTrip
 
 .PHONY: fuzz
-fuzz: ## Fuzz the Pizza round-trip conversions for $(FUZZTIME) each: a count of executions, not a duration, since a -fuzztime deadline that falls while an input is minimized fails the run with "context deadline exceeded".
+fuzz: ## Fuzz the Pizza round-trip conversions FUZZTIME executions each.
 	@for target in $(FUZZ_TARGETS); do \
 		echo "fuzzing $$target for $(FUZZTIME)"; \
 		$(GO) test ./conversion/ -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) || exit 1; \
 	done
 
+##@ Try and measure
+
 .PHONY: demo
-demo: envtest-assets ## A whole graduation on an embedded control plane, narrated. No cluster needed.
+demo: envtest-assets ## A whole graduation on an embedded control plane, narrated.
 	$(GO) run ./hack/demo $(DEMO_ARGS)
 
 N ?= 5000
@@ -175,19 +186,19 @@ PLOTS ?= docs/bench
 # The scale section's population sizes in `make bench`: its 100,000-object point.
 SCALE_NS ?= 6000,100000
 .PHONY: bench
-bench: envtest-assets helm ## The benchmark (docs/benchmarks.md): engine vs GET+PUT vs 64-writer ceiling on small and 16 KB objects, politeness, the operator's flip-to-prune time, peak RSS, manager RSS vs CRD count, the CLI's RSS on a 20,000-object snapshot, the round-trip proof's cost, the scale section at SCALE_NS=6000,100000 objects. SECTIONS=small,big,curve,polite,intree,operator,rss,crds,snapshot,proof,scale selects parts; plots (PNG) go to PLOTS=docs/bench.
+bench: envtest-assets helm ## The benchmark of docs/benchmarks.md (N, SECTIONS, PLOTS).
 	$(GO) build -o $(BIN)/bench ./test/bench
 	GO=$(GO) $(BIN)/bench -n $(N) -rounds $(ROUNDS) -sections $(SECTIONS) -plots $(PLOTS) -scale-ns $(SCALE_NS)
 
 # Not in CI nor in `make test`: about an hour of a quiet machine at N=1000000.
 .PHONY: bench-fleet
-bench-fleet: envtest-assets ## graduator scan of three envtest clusters of 300 CRDs in parallel, and of one (docs/fleet.md, "Speed"; target under 5 s). FLEET_BENCH_CRDS and FLEET_BENCH_SCHEMA_KB size them.
+bench-fleet: envtest-assets ## graduator scan of three clusters of 300 CRDs, and of one.
 	$(GO) test ./test/fleet/ -run '^$$' -bench Scan -benchtime 5x -timeout 20m
 
 .PHONY: bench-scale
 bench-scale: N = 1000000
 bench-scale: SCALE_OPERATOR_MAX ?= 0
-bench-scale: envtest-assets ## The long scale run (issue 33, docs/benchmarks.md): CLI, operator, status, verify and the 64-writer ceiling at 6,000, 100,000 and N (default 1,000,000) small objects, with the API server's watch cache off so 1,000,000 objects fit in memory. About two hours at 1,000,000 (the operator starts after about 65 minutes); SCALE_OPERATOR_MAX=100000 leaves the operator out above that N.
+bench-scale: envtest-assets ## The scale run up to N objects (1,000,000: about two hours).
 	$(GO) build -o $(BIN)/bench ./test/bench
 	GO=$(GO) $(BIN)/bench -sections scale -scale-ns 6000,100000,$(N) -watch-cache=false -scale-operator-max $(SCALE_OPERATOR_MAX)
 
@@ -198,7 +209,7 @@ build: ## Build every binary into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 .PHONY: image
-image: ## Build the OCI image without Docker: bin/image (OCI layout) and bin/graduator-image.tar (docker/podman load).
+image: ## Build the OCI image without Docker (bin/image, bin/graduator-image.tar).
 	rm -rf $(BIN)/image-binaries && mkdir -p $(BIN)/image-binaries
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags="-s -w" -o $(BIN)/image-binaries/ \
 		./cmd/manager ./cmd/graduator ./cmd/sample-webhook
@@ -207,11 +218,11 @@ image: ## Build the OCI image without Docker: bin/image (OCI layout) and bin/gra
 		-version $(VERSION) -revision "$(REVISION)" -created $(SOURCE_DATE_EPOCH)
 
 .PHONY: docker-build
-docker-build: ## Build the operator image with a Docker daemon (the same image as `make image`).
+docker-build: ## Build the same image with a Docker daemon.
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMG) .
 
 .PHONY: helm
-helm: $(HELM) ## Build helm $(HELM_VERSION) from the Go module proxy into bin/ (bin/helm links to it).
+helm: $(HELM) ## Build the pinned helm from the Go module proxy into bin/.
 $(HELM):
 	rm -rf $(BIN)/.helm-build
 	GOBIN=$(BIN)/.helm-build $(GO) install -ldflags="-X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)" \
@@ -229,7 +240,7 @@ RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 DIST := $(CURDIR)/dist
 
 .PHONY: release-artifacts
-release-artifacts: ## The CLI for linux and darwin on amd64 and arm64 as krew archives in dist/, with checksums and the krew manifest.
+release-artifacts: ## The CLI's krew archives, checksums and manifest in dist/.
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	for platform in $(RELEASE_PLATFORMS); do \
 		os=$${platform%/*}; arch=$${platform#*/}; dir=$(DIST)/graduator_$${os}_$${arch}; \
@@ -246,11 +257,11 @@ release-artifacts: ## The CLI for linux and darwin on amd64 and arm64 as krew ar
 ##@ Deploy
 
 .PHONY: install
-install: ## Install the CRDVersionPolicy CRD into the cluster of the current kubeconfig.
+install: ## Install the CRDVersionPolicy CRD into the current kubeconfig's cluster.
 	kubectl apply -k config/crd
 
 .PHONY: deploy
-deploy: ## Deploy the operator with kustomize (built from the Go module proxy) into the cluster of the current kubeconfig.
+deploy: ## Deploy the operator with kustomize into the current kubeconfig's cluster.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/default | kubectl apply -f -
 
