@@ -25,7 +25,7 @@ limitations under the License.
 // fields a migration legitimately changes: metadata.resourceVersion (every
 // write moves it) and metadata.managedFields (Graduator drops the entries of
 // versions that are no longer served). Everything else, generation and uid
-// included, must survive: see docs/design-notes.md.
+// included, must survive: see docs/design.md, "Snapshots and verify".
 package snapshot
 
 import (
