@@ -17,13 +17,7 @@ limitations under the License.
 package v1alpha1_test
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
-
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
@@ -32,15 +26,7 @@ import (
 // number the code keeps: a list the code fills past the schema's MaxItems
 // would make every status write fail validation.
 func TestSchemaLimitsAreTheCodesConstants(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "config", "crd", "bases", "graduator.io_crdversionpolicies.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(data, &crd); err != nil {
-		t.Fatal(err)
-	}
-	schema := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	schema := policySchema(t)
 	for path, want := range map[string]int64{
 		"status.migration.failures":      graduatorv1alpha1.MaxFailuresKept,
 		"status.fleet.migrating":         graduatorv1alpha1.MaxFleetMembersListed,
@@ -49,14 +35,7 @@ func TestSchemaLimitsAreTheCodesConstants(t *testing.T) {
 		"status.roundTrip.losses":        graduatorv1alpha1.MaxLossesListed,
 		"status.roundTrip.accepted":      graduatorv1alpha1.MaxLossesListed,
 	} {
-		node := schema
-		for _, field := range strings.Split(path, ".") {
-			next, ok := node.Properties[field]
-			if !ok {
-				t.Fatalf("%s: the schema has no field %q", path, field)
-			}
-			node = &next
-		}
+		node := schemaNode(t, schema, path)
 		switch {
 		case node.MaxItems == nil:
 			t.Errorf("%s: no maxItems in the schema, %d in the code", path, want)
