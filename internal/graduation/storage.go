@@ -86,17 +86,8 @@ func (p *planner) storage(s Step, current, target string) (Step, bool) {
 			current, target, p.crd.Name), true
 	}
 
-	pre := p.in.Preflight
-	switch {
-	case pre == nil:
-		s.Action = ActionPreflight
-		s.Phase = graduatorv1alpha1.PhasePreflight
-		p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionUnknown, ReasonPreflightPending,
-			"checking that objects read and write at %s", target)
-		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "running the preflight checks for %s", target), true
-	case !pre.Passed:
-		p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionFalse, pre.Reason, "%s", pre.Message)
-		return p.preflightFailed(s, target, pre, "nothing was changed"), true
+	if s, stop := p.preflight(s, target, beforeSwitch); stop {
+		return s, true
 	}
 	p.set(graduatorv1alpha1.ConditionPreflightPassed, metav1.ConditionTrue, ReasonPreflightSucceeded,
 		"objects read and write at %s", target)
