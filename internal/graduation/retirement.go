@@ -42,89 +42,114 @@ type desiredVersion struct {
 
 // retirement deprecates, unserves and cleans up the listed versions.
 func (p *planner) retirement(s Step, target string, gitOps bool) Step {
-	var (
-		toDeprecate, toUnserve, toClean, advice, waiting []string
-		wait                                             time.Duration
-	)
+	var work retirementWork
 	for _, want := range p.desired() {
-		v := crdVersion(p.crd, want.name)
-		if v == nil {
-			continue // removed from the CRD: retired for good
-		}
-		if want.unserve && (want.name == target || slices.Contains(p.crd.Status.StoredVersions, want.name)) {
-			// Only reachable in GitOps mode (the schema forbids unserving the
-			// policy's storage version, and pruning came first): the manifest
-			// still stores the version.
-			advice = append(advice, fmt.Sprintf("%s is still the storage version: switch storage to another version first", want.name))
-			continue
-		}
-		if want.unserve && !apihelpers.HasServedCRDVersion(p.crd, want.name) {
-			// Unserved (by us or by the manifest): only the cleanup is left.
-			if p.spec.CleanupManagedFields == nil || *p.spec.CleanupManagedFields {
-				if vs := p.versionStatus(want.name); vs == nil || !vs.ManagedFieldsCleaned {
-					toClean = append(toClean, want.name)
-				}
-			}
-			continue
-		}
-		if want.deprecate && (!v.Deprecated || !ptr.Equal(v.DeprecationWarning, want.warning)) {
-			switch {
-			case !gitOps:
-				toDeprecate = append(toDeprecate, want.name)
-			case want.unserve:
-				advice = append(advice, fmt.Sprintf("%s is no longer stored: mark it deprecated, then unserve it after %s",
-					want.name, want.unserveAge))
-			default:
-				advice = append(advice, fmt.Sprintf("%s can be marked deprecated", want.name))
-			}
-			continue
-		}
-		if want.unserve {
-			left := p.graceLeft(want)
-			switch {
-			case left > 0:
-				waiting = append(waiting, fmt.Sprintf("%s stops being served in %s", want.name, left.Round(time.Second)))
-				if wait == 0 || left < wait {
-					wait = left
-				}
-			case gitOps:
-				advice = append(advice, fmt.Sprintf("%s is no longer stored: it can be unserved", want.name))
-			default:
-				toUnserve = append(toUnserve, want.name)
-			}
-		}
+		p.sortVersion(&work, want, target, gitOps)
 	}
-
 	s.Phase = graduatorv1alpha1.PhaseRetiring
-	slices.Sort(toDeprecate)
-	slices.Sort(toUnserve)
-	slices.Sort(toClean)
-	// retire acts on versions: VersionsRetired says what is done to them
+	return p.retire(s, &work, target)
+}
+
+// retirementWork holds the listed versions by what is left to do to each.
+type retirementWork struct {
+	deprecate, unserve, clean []string
+	// advice is what the CRD manifest may change (GitOps mode), waiting the
+	// versions in their grace period, wait the shortest period left.
+	advice, waiting []string
+	wait            time.Duration
+}
+
+// sortVersion puts one listed version where its next step belongs.
+func (p *planner) sortVersion(work *retirementWork, want desiredVersion, target string, gitOps bool) {
+	v := crdVersion(p.crd, want.name)
+	switch {
+	case v == nil:
+		// Removed from the CRD: retired for good.
+	case want.unserve && (want.name == target || slices.Contains(p.crd.Status.StoredVersions, want.name)):
+		// Only reachable in GitOps mode (the schema forbids unserving the
+		// policy's storage version, and pruning came first): the manifest
+		// still stores the version.
+		work.advice = append(work.advice, fmt.Sprintf("%s is still the storage version: switch storage to another version first", want.name))
+	case want.unserve && !apihelpers.HasServedCRDVersion(p.crd, want.name):
+		// Unserved (by us or by the manifest): only the cleanup is left.
+		if p.cleanupLeft(want.name) {
+			work.clean = append(work.clean, want.name)
+		}
+	case want.deprecate && (!v.Deprecated || !ptr.Equal(v.DeprecationWarning, want.warning)):
+		switch {
+		case !gitOps:
+			work.deprecate = append(work.deprecate, want.name)
+		case want.unserve:
+			work.advice = append(work.advice, fmt.Sprintf("%s is no longer stored: mark it deprecated, then unserve it after %s",
+				want.name, want.unserveAge))
+		default:
+			work.advice = append(work.advice, fmt.Sprintf("%s can be marked deprecated", want.name))
+		}
+	case want.unserve:
+		p.sortUnserve(work, want, gitOps)
+	}
+}
+
+// sortUnserve waits out a deprecated version's grace period, then unserves
+// it (managed mode) or says it can be (GitOps mode).
+func (p *planner) sortUnserve(work *retirementWork, want desiredVersion, gitOps bool) {
+	left := p.graceLeft(want)
+	switch {
+	case left > 0:
+		work.waiting = append(work.waiting, fmt.Sprintf("%s stops being served in %s", want.name, left.Round(time.Second)))
+		if work.wait == 0 || left < work.wait {
+			work.wait = left
+		}
+	case gitOps:
+		work.advice = append(work.advice, fmt.Sprintf("%s is no longer stored: it can be unserved", want.name))
+	default:
+		work.unserve = append(work.unserve, want.name)
+	}
+}
+
+// cleanupLeft reports an unserved version whose managedFields entries the
+// policy wants removed and that are not removed yet.
+func (p *planner) cleanupLeft(name string) bool {
+	if p.spec.CleanupManagedFields != nil && !*p.spec.CleanupManagedFields {
+		return false
+	}
+	vs := p.versionStatus(name)
+	return vs == nil || !vs.ManagedFieldsCleaned
+}
+
+// retire takes the first step the work holds: deprecate, unserve, clean up,
+// then advise or wait; with nothing left the graduation is done.
+func (p *planner) retire(s Step, work *retirementWork, target string) Step {
+	slices.Sort(work.deprecate)
+	slices.Sort(work.unserve)
+	slices.Sort(work.clean)
+	// act acts on versions: VersionsRetired says what is done to them
 	// (condFormat), Ready what the graduation does (readyFormat).
-	retire := func(action Action, versions []string, reason, condFormat, readyFormat string) Step {
+	act := func(action Action, versions []string, reason, condFormat, readyFormat string) Step {
 		s.Action, s.Versions = action, versions
 		list := strings.Join(versions, ", ")
 		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, reason, condFormat, list)
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress, readyFormat, list)
 	}
+	// hold waits, for the manifest or a grace period, saying why.
+	hold := func(reason, msg string) Step {
+		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, reason, "%s", msg)
+		s.RequeueAfter = work.wait
+		return p.finish(s, metav1.ConditionFalse, reason, "%s", msg)
+	}
 	switch {
-	case len(toDeprecate) > 0:
-		return retire(ActionDeprecate, toDeprecate, ReasonRetiring, "marking %s deprecated", "deprecating %s")
-	case len(toUnserve) > 0:
-		return retire(ActionUnserve, toUnserve, ReasonRetiring, "unserving %s", "unserving %s")
-	case len(toClean) > 0:
-		return retire(ActionCleanupManagedFields, toClean, ReasonCleaningManagedFields,
+	case len(work.deprecate) > 0:
+		return act(ActionDeprecate, work.deprecate, ReasonRetiring, "marking %s deprecated", "deprecating %s")
+	case len(work.unserve) > 0:
+		return act(ActionUnserve, work.unserve, ReasonRetiring, "unserving %s", "unserving %s")
+	case len(work.clean) > 0:
+		return act(ActionCleanupManagedFields, work.clean, ReasonCleaningManagedFields,
 			"removing managedFields entries of %s", "cleaning managedFields of %s")
-	case len(advice) > 0:
-		msg := "the CRD manifest owns spec.versions (GitOps mode): " + strings.Join(advice, "; ")
-		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonAwaitingManifestChange, "%s", msg)
-		s.RequeueAfter = wait
-		return p.finish(s, metav1.ConditionFalse, ReasonAwaitingManifestChange, "%s", msg)
-	case len(waiting) > 0:
-		msg := strings.Join(waiting, "; ")
-		p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionFalse, ReasonGracePeriod, "%s", msg)
-		s.RequeueAfter = wait
-		return p.finish(s, metav1.ConditionFalse, ReasonGracePeriod, "%s", msg)
+	case len(work.advice) > 0:
+		return hold(ReasonAwaitingManifestChange,
+			"the CRD manifest owns spec.versions (GitOps mode): "+strings.Join(work.advice, "; "))
+	case len(work.waiting) > 0:
+		return hold(ReasonGracePeriod, strings.Join(work.waiting, "; "))
 	}
 	p.set(graduatorv1alpha1.ConditionVersionsRetired, metav1.ConditionTrue, ReasonRetired,
 		"every listed version is deprecated or unserved as the policy asks")
