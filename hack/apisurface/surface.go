@@ -97,21 +97,12 @@ func Surface(dir string) ([]string, error) {
 		return nil, fmt.Errorf("read the documentation of %s: %w", dir, err)
 	}
 	s := &surface{fset: fset}
-	s.values("const", d.Consts)
-	s.values("var", d.Vars)
-	for _, f := range d.Funcs {
-		s.fn(f)
-	}
+	s.decls(d.Consts, d.Vars, d.Funcs)
 	for _, t := range d.Types {
 		s.typ(t)
-		s.values("const", t.Consts)
-		s.values("var", t.Vars)
-		for _, f := range t.Funcs {
-			s.fn(f)
-		}
-		for _, m := range t.Methods {
-			s.fn(m)
-		}
+		// go/doc files a type's constructors and its constants and
+		// variables under the type.
+		s.decls(t.Consts, t.Vars, append(t.Funcs, t.Methods...))
 	}
 	sort.Strings(s.lines)
 	return s.lines, nil
@@ -133,6 +124,14 @@ func (s *surface) node(n any) string {
 		return fmt.Sprintf("<%v>", err)
 	}
 	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+func (s *surface) decls(consts, vars []*doc.Value, funcs []*doc.Func) {
+	s.values("const", consts)
+	s.values("var", vars)
+	for _, f := range funcs {
+		s.fn(f)
+	}
 }
 
 func (s *surface) values(kind string, vs []*doc.Value) {
