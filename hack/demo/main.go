@@ -51,9 +51,7 @@ import (
 	"github.com/graduator/graduator/controllers"
 	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/internal/graduation"
-	"github.com/graduator/graduator/test/envtestutil"
-	"github.com/graduator/graduator/test/gitops"
-	"github.com/graduator/graduator/test/pizzaenv"
+	"github.com/graduator/graduator/internal/sample"
 )
 
 const (
@@ -83,7 +81,7 @@ func run(count int, grace time.Duration) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	root, err := envtestutil.ModuleRoot()
+	root, err := sample.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -108,7 +106,7 @@ func run(count int, grace time.Duration) error {
 	}()
 
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, graduatorv1alpha1.AddToScheme, pizzaenv.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, graduatorv1alpha1.AddToScheme, sample.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -128,7 +126,7 @@ func run(count int, grace time.Duration) error {
 	defer func() { _ = store.Close() }()
 
 	say("== Starting the sample conversion webhook and the Graduator operator")
-	webhook, err := pizzaenv.StartWebhook(ctx)
+	webhook, err := sample.StartWebhook(ctx)
 	if err != nil {
 		return fmt.Errorf("start the webhook: %w", err)
 	}
@@ -147,15 +145,15 @@ func run(count int, grace time.Duration) error {
 	defer stopOperator()
 
 	applyStage := func(n int, what string) error {
-		crd, err := pizzaenv.Stage(n)
+		crd, err := sample.Stage(n)
 		if err != nil {
 			return err
 		}
 		webhook.PointConversionAt(crd)
-		if err := gitops.Apply(ctx, c, crd); err != nil {
+		if err := sample.ApplyCRD(ctx, c, crd); err != nil {
 			return err
 		}
-		if err := pizzaenv.WaitServed(ctx, c, dyn, crdName); err != nil {
+		if err := graduationtest.WaitServed(ctx, c, dyn, crdName, 30*time.Second); err != nil {
 			return err
 		}
 		say("   applied config/samples/pizza/%d-*.yaml: %s", n, what)
@@ -302,7 +300,7 @@ func createPizzas(ctx context.Context, c client.Client, count int) error {
 		go func() {
 			defer wg.Done()
 			for i := w; i < count; i += 8 {
-				if err := c.Create(ctx, pizzaenv.SampleV1alpha1(i)); err != nil {
+				if err := c.Create(ctx, sample.SampleV1alpha1(i)); err != nil {
 					errs <- err
 					return
 				}

@@ -22,7 +22,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/mod/modfile"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -32,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graduator/graduator/graduationtest"
+	"github.com/graduator/graduator/internal/sample"
 )
 
 // Options say what control plane Start brings up.
@@ -139,24 +139,8 @@ func (e *Env) WriteKubeconfig(user envtest.User, path string) error {
 }
 
 // ModulePath is Graduator's module path, which ModuleRoot looks for.
-const ModulePath = "github.com/graduator/graduator"
+const ModulePath = sample.ModulePath
 
 // ModuleRoot is the directory of Graduator's go.mod, found from the working
-// directory upwards (go test runs a suite in its package's directory). A
-// go.mod of another module on the way (examples/ is one) is passed over.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && modfile.ModulePath(data) == ModulePath {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of %s above the working directory: run from inside the repository", ModulePath)
-		}
-		dir = parent
-	}
-}
+// directory upwards (go test runs a suite in its package's directory).
+func ModuleRoot() (string, error) { return sample.ModuleRoot() }

@@ -15,76 +15,20 @@ limitations under the License.
 */
 
 // Package gitops applies CRD manifests the way a GitOps tool configured for
-// Graduator's managed mode does (Argo CD with ignoreDifferences on the
-// version flags and RespectIgnoreDifferences=true): the manifest wins, except
-// for the flags the operator owns on versions that already exist.
+// Graduator's managed mode does: the manifest wins, except for the flags the
+// operator owns on versions that already exist. The rule is
+// internal/sample's (what `make demo` applies stages with); the suites name
+// it here.
 package gitops
 
-import (
-	"context"
-	"fmt"
+import "github.com/graduator/graduator/internal/sample"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+var (
+	// KeepOperatorFlags returns the manifest with served, storage,
+	// deprecated and deprecationWarning of every version the live CRD also
+	// has taken from the live CRD.
+	KeepOperatorFlags = sample.KeepOperatorFlags
+	// Apply creates the CRD from the manifest, or updates the live one with
+	// KeepOperatorFlags. Status is never written.
+	Apply = sample.ApplyCRD
 )
-
-// KeepOperatorFlags returns the manifest with served, storage, deprecated and
-// deprecationWarning of every version that the live CRD also has taken from
-// the live CRD. Versions new in the manifest keep the manifest's flags.
-func KeepOperatorFlags(live, manifest *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
-	out := manifest.DeepCopy()
-	liveVersions := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
-	for _, v := range live.Spec.Versions {
-		liveVersions[v.Name] = v
-	}
-	liveStorage := ""
-	for _, v := range live.Spec.Versions {
-		if v.Storage {
-			liveStorage = v.Name
-		}
-	}
-	for i := range out.Spec.Versions {
-		v := &out.Spec.Versions[i]
-		if lv, ok := liveVersions[v.Name]; ok {
-			v.Served, v.Deprecated, v.DeprecationWarning = lv.Served, lv.Deprecated, lv.DeprecationWarning
-		}
-		// Exactly one version stores: the live one, if the manifest still
-		// has it.
-		if _, ok := liveVersions[liveStorage]; ok && hasVersion(out, liveStorage) {
-			v.Storage = v.Name == liveStorage
-		}
-	}
-	return out
-}
-
-// Apply creates the CRD from the manifest, or updates the live one with
-// KeepOperatorFlags. Status is never written.
-func Apply(ctx context.Context, c client.Client, manifest *apiextensionsv1.CustomResourceDefinition) error {
-	var live apiextensionsv1.CustomResourceDefinition
-	err := c.Get(ctx, client.ObjectKeyFromObject(manifest), &live)
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("get CRD %s: %w", manifest.Name, err)
-	}
-	if err != nil {
-		if err := c.Create(ctx, manifest.DeepCopy()); err != nil {
-			return fmt.Errorf("create CRD %s: %w", manifest.Name, err)
-		}
-		return nil
-	}
-	desired := KeepOperatorFlags(&live, manifest)
-	desired.ResourceVersion = live.ResourceVersion
-	desired.Status = live.Status
-	if err := c.Update(ctx, desired); err != nil {
-		return fmt.Errorf("update CRD %s: %w", manifest.Name, err)
-	}
-	return nil
-}
-
-func hasVersion(crd *apiextensionsv1.CustomResourceDefinition, name string) bool {
-	for _, v := range crd.Spec.Versions {
-		if v.Name == name {
-			return true
-		}
-	}
-	return false
-}
