@@ -387,7 +387,7 @@ var _ = Describe("Plan", func() {
 				return r
 			}())), preflightOK, settled,
 			expect{action: graduation.ActionMigrate, phase: graduatorv1alpha1.PhaseMigrating, restart: true, readyReason: graduation.ReasonInProgress}),
-		Entry("a complete run one edit of the CRD old, the storage version where it was, is pruned (seed 39: a version added during the prune)",
+		Entry("a complete run one edit of the CRD old, the storage version where it was, is pruned (a version added during the prune)",
 			crd([]string{"v1alpha1", "v1beta1"}, alphaServed, betaStorage, ver{name: "v1", flags: "s"}),
 			policy("v1beta1", storedSince("v1beta1", time.Minute), run(func() graduatorv1alpha1.MigrationStatus {
 				r := migrated
