@@ -564,10 +564,10 @@ var _ = Describe("NextLimit: the rule", func() {
 		w.Latency = latency
 		return w
 	}
-	// measured is a Background state at limit whose last pauses measured
-	// the others alone at alone writes/s.
+	// measured is a Background state at limit whose last pauses (more than
+	// the first) measured the others alone at alone writes/s.
 	measured := func(limit int, alone float64) LimitState {
-		return LimitState{Limit: limit, Reason: LimitHolding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery}
+		return LimitState{Limit: limit, Reason: LimitHolding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery, pauses: 2}
 	}
 	idleAt := func(limit int) LimitState {
 		s := measured(limit, 0)
@@ -628,6 +628,12 @@ var _ = Describe("NextLimit: the rule", func() {
 			slow(beside(window(32, 300), 200), 100*time.Millisecond), PriorityFull, LimitState{Limit: 64, Reason: LimitProbing}),
 		Entry("Full, the server stores under a quarter of its best, its writes 5x slower: halve", LimitState{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond},
 			slow(window(64, 200), 320*time.Millisecond), PriorityFull, LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
+		Entry("Full at 64 writers, under a quarter of the best the server stored beside 8 (others wrote then), its writes 20x as long as then at 8x the writers (a swing): not a collapse",
+			LimitState{Limit: 64, Best: 2000, BestLatency: 8 * time.Millisecond, bestWriters: 8}, slow(window(64, 400), 160*time.Millisecond), PriorityFull,
+			LimitState{Limit: 64, Reason: LimitHolding}),
+		Entry("Full at 64 writers, under a quarter of that best, its writes 40x as long as then at 8x the writers: halve",
+			LimitState{Limit: 64, Best: 2000, BestLatency: 8 * time.Millisecond, bestWriters: 8}, slow(window(64, 200), 320*time.Millisecond), PriorityFull,
+			LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
 		Entry("Full, under a quarter of its best but as fast as then (the engine short of objects): not a collapse",
 			LimitState{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond}, slow(window(12, 190), 64*time.Millisecond), PriorityFull,
 			LimitState{Limit: 64, Reason: LimitHolding}),
@@ -707,7 +713,58 @@ var _ = Describe("NextLimit: the rule", func() {
 			LimitState{Limit: 8, Reason: LimitBackingOff, Hold: 1}),
 	)
 
-	It("takes in a pause: the others' rate alone, the mean of the last two, and the next pause sooner while they write", func() {
+	// firstPaused is Background at limit after its first pause found
+	// others writing alone writes/s and its write took base: in its slow
+	// start, on measures taken right after the run's setup.
+	firstPaused := func(limit int, alone float64, base time.Duration) LimitState {
+		return LimitState{Limit: limit, Reason: LimitHolding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery,
+			Base: base, BasePauses: 1, SlowStart: true, pauses: 1}
+	}
+	DescribeTable("the start: beside others, no more than InitialLimit writers until a second pause measured them, which is then due at once",
+		func(s LimitState, w Window, want LimitState) {
+			got := NextLimit(s, w, PriorityBackground, 64)
+			Expect(got.Limit).To(Equal(want.Limit))
+			Expect(got.Reason).To(Equal(want.Reason))
+			Expect(got.PauseEvery).To(Equal(want.PauseEvery))
+			Expect(got.SlowStart).To(Equal(want.SlowStart))
+		},
+		Entry("slow start at 4, room for twice: double to InitialLimit", firstPaused(4, 100, 10*time.Millisecond),
+			slow(beside(window(4, 400), 100), 10*time.Millisecond), LimitState{Limit: 8, Reason: LimitProbing, PauseEvery: pauseEvery, SlowStart: true}),
+		Entry("slow start at 5, room for twice: up to InitialLimit, not 10", firstPaused(5, 100, 10*time.Millisecond),
+			slow(beside(window(5, 400), 100), 10*time.Millisecond), LimitState{Limit: 8, Reason: LimitProbing, PauseEvery: pauseEvery, SlowStart: true}),
+		Entry("slow start at InitialLimit, room for twice on the first pause's word: hold, pause at once", firstPaused(8, 100, 10*time.Millisecond),
+			slow(beside(window(8, 400), 100), 10*time.Millisecond), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: 0, SlowStart: true}),
+		Entry("slow start at InitialLimit after the second pause: double past it", func() LimitState { s := firstPaused(8, 100, 10*time.Millisecond); s.pauses = 2; return s }(),
+			slow(beside(window(8, 400), 100), 10*time.Millisecond), LimitState{Limit: 16, Reason: LimitProbing, PauseEvery: pauseEvery, SlowStart: true}),
+		Entry("slow start at InitialLimit, queueing: over, by the rule (the first window at a limit holds), no pause", firstPaused(8, 100, 10*time.Millisecond),
+			slow(beside(window(8, 400), 100), 16*time.Millisecond), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: pauseEvery}),
+		Entry("the rule at InitialLimit with room above, one pause so far: hold, pause at once",
+			func() LimitState {
+				s := firstPaused(8, 100, 10*time.Millisecond)
+				s.SlowStart = false
+				return after(s, slow(beside(window(8, 400), 100), 11*time.Millisecond))
+			}(),
+			slow(beside(window(8, 400), 100), 11*time.Millisecond), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: 0}),
+		Entry("idle at InitialLimit, a window finds others writing a tenth of the engine's rate: no climb, pause at once",
+			idleAt(8), beside(window(8, 400), 40), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: 0}),
+		Entry("idle at InitialLimit, a window finds others under a tenth: double", idleAt(8), beside(window(8, 400), 30),
+			LimitState{Limit: 16, Reason: LimitProbing, PauseEvery: pauseEvery}),
+	)
+
+	It("takes the second pause's measures in place of the first's, which followed the run's setup", func() {
+		s := NextLimit(LimitState{Limit: StartLimit, Reason: LimitPausing}, pausedFor(400, 30*time.Millisecond), PriorityBackground, 64)
+		Expect(s).To(And(HaveField("SlowStart", true), HaveField("Base", 30*time.Millisecond), HaveField("Alone", BeNumerically("~", 400, 10))))
+		s.Reason = LimitPausing
+		s = NextLimit(s, pausedFor(800, 10*time.Millisecond), PriorityBackground, 64)
+		Expect(s).To(And(HaveField("Base", 10*time.Millisecond), HaveField("BasePauses", 1), HaveField("Alone", BeNumerically("~", 800, 10))),
+			"the second pause's, not the mean with the first's")
+		Expect(s.startCap(64)).To(Equal(64))
+		s.Reason = LimitPausing
+		s = NextLimit(s, pausedFor(400, 20*time.Millisecond), PriorityBackground, 64)
+		Expect(s).To(And(HaveField("Base", 15*time.Millisecond), HaveField("Alone", BeNumerically("~", 600, 10))), "from the third, the means")
+	})
+
+	It("takes in a pause: the others' rate alone, the second pause's in place of the first's, then the mean of the last two, and the next pause sooner while they write", func() {
 		pause := func(others float64) Window {
 			return beside(Window{Start: t0, End: t0.Add(time.Second / 4), Paused: true, Writes: 1}, others/4)
 		}
@@ -716,7 +773,10 @@ var _ = Describe("NextLimit: the rule", func() {
 		Expect(s).To(And(HaveField("Measured", true), HaveField("Alone", BeNumerically("~", 800, 10)), HaveField("Idle", false),
 			HaveField("PauseEvery", pauseEvery), HaveField("Limit", 8)))
 		s = NextLimit(s, pause(400), PriorityBackground, 64)
+		Expect(s.Alone).To(BeNumerically("~", 400, 10), "the second pause's, in place of the first's (which followed the run's setup)")
+		s = NextLimit(s, pause(800), PriorityBackground, 64)
 		Expect(s.Alone).To(BeNumerically("~", 600, 10), "the mean of the last two")
+		s = NextLimit(s, pause(400), PriorityBackground, 64)
 		s = NextLimit(s, pause(400), PriorityBackground, 64)
 		Expect(s.Alone).To(BeNumerically("~", 400, 10))
 
@@ -727,7 +787,8 @@ var _ = Describe("NextLimit: the rule", func() {
 		s = NextLimit(s, pause(20), PriorityBackground, 64)
 		Expect(s.PauseEvery).To(Equal(maxPauseEvery))
 		s = NextLimit(s, beside(window(64, 400), 100), PriorityBackground, 64)
-		Expect(s.PauseEvery).To(BeZero(), "others write a tenth of the engine's rate: measure them at once")
+		Expect(s).To(And(HaveField("PauseEvery", BeZero()), HaveField("Limit", 8), HaveField("Reason", LimitHolding)),
+			"others write a tenth of the engine's rate: no climb, measure them at once")
 
 		// The pauses' writes took 10, 20, 30, 40 and 50 ms.
 		for i, want := range []time.Duration{10000, 15000, 20000, 25000, 31250} {
