@@ -71,12 +71,13 @@ import (
 //     climbs only on a measure taken once the setup is over: on an idle
 //     server, each window at the limit (the others' writes are counted
 //     beside the engine's: a window that finds them writing stops the
-//     climb and pauses at once); beside others, a second pause, due as
-//     soon as the slow start or the rule would pass InitialLimit, whose
-//     measures replace the first's. The first pause itself stays: the
-//     run's reads before its first write span tens of milliseconds, too
-//     few to count the others' writes by, and the pause costs a quarter of
-//     a second and one write, under 3% of a run of 6,000 objects.
+//     climb and pauses at once); beside others, a second pause, due at
+//     once when the slow start would pass InitialLimit or the rule would
+//     climb at all, whose measures replace the first's. The first pause
+//     itself stays: the run's reads before its first write span tens of
+//     milliseconds, too few to count the others' writes by, and the pause
+//     costs a quarter of a second and one write, under 3% of a run of
+//     6,000 objects.
 //
 // Full climbs to the most writers its limits allow, doubling each window
 // (by quarters once the server has pushed back), and comes down only on
@@ -280,7 +281,7 @@ type LimitState struct {
 	// from each window to the next while the judge sees room for twice.
 	SlowStart bool
 	// pauses counts the pauses that measured the others, up to two: the
-	// first one's measures follow the run's setup (startCap).
+	// first one's measures follow the run's setup (climbMeasured).
 	pauses int
 	// AtLimit is what the windows at the current limit measured.
 	AtLimit AtLimit
@@ -384,28 +385,16 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 	return s.climbMeasured(int(v.writers+0.5), maxLimit, false)
 }
 
-// startCap is the most writers Background takes beside others:
-// InitialLimit until a second pause measured them and the base, maxLimit
-// after. The first pause's measures follow the run's own setup, which the
-// server may still be busy with: a base too high or the others' rate alone
-// too low makes the judge see room at every window, and the limit would
-// climb past any queue it makes (see the rule's comment at the top).
-func (s LimitState) startCap(maxLimit int) int {
-	if s.pauses < 2 {
-		return min(initialLimit, maxLimit)
-	}
-	return maxLimit
-}
-
-// climbMeasured is climb no further than startCap: at the cap with room
-// above it, the limit holds and a pause is due at once.
+// climbMeasured is climb on measures taken after the run's setup: until a
+// second pause, the slow start doubles up to InitialLimit, and any other
+// climb holds the limit and makes a pause due at once.
 func (s LimitState) climbMeasured(upTo, maxLimit int, double bool) LimitState {
-	if c := s.startCap(maxLimit); upTo > c {
-		if s.Limit >= c {
+	if s.pauses < 2 {
+		if upTo > s.Limit && (!s.SlowStart || s.Limit >= initialLimit) {
 			s.PauseEvery, s.Reason = 0, LimitHolding
 			return s
 		}
-		upTo = c
+		upTo = min(upTo, initialLimit)
 	}
 	return s.climb(upTo, maxLimit, double)
 }
@@ -456,9 +445,9 @@ func (s LimitState) paused(w Window, priority Priority, maxLimit int) LimitState
 		return s
 	}
 	first := !s.Measured
-	if s.pauses == 1 {
-		// The first pause's measures followed the run's setup: this one's
-		// replace them rather than average with them.
+	if s.pauses == 1 && (setupMarked(float64(s.Base), float64(w.Latency)) || setupMarked(alone, s.Last)) {
+		// The first pause's measures followed the run's setup, and the
+		// second's disagree: they replace them rather than average.
 		s.Measured, s.Base, s.BasePauses, s.AtLimit = false, 0, 0, AtLimit{}
 	}
 	s.pauses = min(s.pauses+1, 2)
@@ -503,6 +492,21 @@ func (s LimitState) paused(w Window, priority Priority, maxLimit int) LimitState
 	}
 	return s
 }
+
+// setupMarked reports whether two pauses' measures of one thing disagree by
+// more than setupSpread either way: more than the noise of one write or of
+// a quarter-second's count, the mark of a server still busy with the run's
+// setup at the first. Unknown measures (0, -1) never disagree.
+func setupMarked(first, second float64) bool {
+	if first <= 0 || second <= 0 {
+		return false
+	}
+	return first > setupSpread*second || second > setupSpread*first
+}
+
+// setupSpread is how far apart two pauses' measures may lie and still be
+// averaged.
+const setupSpread = 1.5
 
 // pausePhase is where the limiter is in a pause.
 type pausePhase int
