@@ -73,11 +73,12 @@ import (
 //     beside the engine's: a window that finds them writing stops the
 //     climb and pauses at once); beside others, a second pause, due at
 //     once when the slow start would pass InitialLimit or the rule would
-//     climb at all, whose measures replace the first's. The first pause
-//     itself stays: the run's reads before its first write span tens of
-//     milliseconds, too few to count the others' writes by, and the pause
-//     costs a quarter of a second and one write, under 3% of a run of
-//     6,000 objects.
+//     climb at all, whose measures replace the first's when the two
+//     disagree by more than one pause's noise (else they average). The
+//     first pause itself stays: the run's reads before its first write
+//     span tens of milliseconds, too few to count the others' writes by,
+//     and the pause costs a quarter of a second and one write, under 3% of
+//     a run of 6,000 objects.
 //
 // Full climbs to the most writers its limits allow, doubling each window
 // (by quarters once the server has pushed back), and comes down only on
@@ -148,8 +149,10 @@ const (
 	// and then, and its own write latency within 1.7 times its latency
 	// alone (every client's writes wait in that queue). It starts at one
 	// writer and pauses after its first write, so that it measured the
-	// others before it takes more; on a server others barely write to, it
-	// is PriorityFull. The default.
+	// others before it takes more; beside others it takes no more than
+	// InitialLimit writers until a second pause measured them again, clear
+	// of the run's own setup. On a server others barely write to, it is
+	// PriorityFull from its first pause on. The default.
 	PriorityBackground Priority = "Background"
 	// PriorityFull takes the server's full speed, for maintenance windows:
 	// the limit climbs to Concurrency and comes down only when the server
