@@ -20,6 +20,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // The adaptive limit on writes in flight. A migration is background work,
@@ -566,6 +568,9 @@ type limiter struct {
 	lastWindow Window
 	// onChange is Options.OnLimit.
 	onChange func(int, LimitReason, float64)
+	// log tells what the pauses measured (logPause); the zero Logger
+	// discards.
+	log logr.Logger
 }
 
 // closingWindow is a window closed at revision to while writes were in
@@ -851,8 +856,10 @@ func (l *limiter) endPause(now time.Time, s Signal) {
 	case s.Throttled:
 		l.decide(now, Window{Start: now, End: now, Throttled: true})
 	case s.Revision > l.pauseFrom && l.pauseFrom > 0:
-		l.decide(now, Window{Start: l.pauseStart, End: now, Paused: true, Writes: 1, Latency: s.Latency,
-			Stored: int64(s.Revision - l.pauseFrom), OwnStored: 1})
+		w := Window{Start: l.pauseStart, End: now, Paused: true, Writes: 1, Latency: s.Latency,
+			Stored: int64(s.Revision - l.pauseFrom), OwnStored: 1}
+		l.decide(now, w)
+		l.logPause(w)
 	default:
 		// Nothing stored: no measure this time; the next pause is due
 		// as if it had found others writing.
@@ -863,6 +870,16 @@ func (l *limiter) endPause(now time.Time, s Signal) {
 		}
 		l.setState(next)
 	}
+}
+
+// logPause tells, at verbosity 1, what a pause measured and where the
+// limit goes from it: what a person needs to see why a run started where it
+// did (the first pauses follow the run's own setup).
+func (l *limiter) logPause(w Window) {
+	s := l.state
+	l.log.V(1).Info("paused to measure the other clients' writes alone", "pause", s.pauses,
+		"othersAlone", int(w.Others()+0.5), "pauseWrite", w.Latency, "alone", int(s.Alone+0.5), "base", s.Base,
+		"idle", s.Idle, "slowStart", s.SlowStart, "limit", s.Limit)
 }
 
 // setState moves to the rule's next state, and tells Options.OnLimit.

@@ -67,6 +67,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
 
 	"github.com/graduator/graduator/internal/failpoint"
 )
@@ -91,7 +92,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		progress: opts.Resume,
 		resumed:  parseWritten(opts.Resume.Written),
 	}
-	r.writers.onChange = opts.OnLimit
+	r.writers.onChange, r.writers.log = opts.OnLimit, klog.FromContext(ctx)
 	var err error
 	if r.objects, err = newObjectClient(client, opts, r.writers); err != nil {
 		return Result{Progress: opts.Resume}, err

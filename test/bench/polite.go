@@ -158,13 +158,13 @@ func (b *bench) politeIdle(ctx context.Context, id identity) (float64, float64, 
 		return 0, 0, err
 	}
 	t := newTrace(migration.StartLimit)
-	if err := engine(ctx, id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine})); err != nil {
+	if err := engine(t.context(ctx), id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine})); err != nil {
 		return 0, 0, fmt.Errorf("engine: %w", err)
 	}
 	t.done()
 	rate := float64(b.opts.n) / t.end.Seconds()
 	share, pauses := t.paused()
-	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n", "engine (defaults), idle", rate, t, pauses, 100*share)
+	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n%s", "engine (defaults), idle", rate, t, pauses, 100*share, t.startLines())
 	return rate, share, b.drop(ctx, gvr.Group)
 }
 
@@ -206,7 +206,7 @@ func (b *bench) besideClosedLoop(ctx context.Context, id identity, fg schema.Gro
 		defer close(done)
 		writes, fgErr = foreground(fctx, id.foregroundDyn, fg, writers, sharing, fgWrites)
 	}()
-	engineErr := engine(ctx, id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine}))
+	engineErr := engine(t.context(ctx), id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine}))
 	t.done()
 	elapsed := time.Since(t.start)
 	cancel()
@@ -221,7 +221,7 @@ func (b *bench) besideClosedLoop(ctx context.Context, id identity, fg schema.Gro
 	engineRate := float64(b.opts.n) / elapsed.Seconds()
 	share, pauses := t.paused()
 	fmt.Printf("%-42s %8.0f writes/s   (%d writes in %s)\n", fmt.Sprintf("%d-writer foreground during", writers), during, writes, elapsed.Round(time.Millisecond))
-	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n", "engine (defaults) meanwhile", engineRate, t, pauses, 100*share)
+	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n%s", "engine (defaults) meanwhile", engineRate, t, pauses, 100*share, t.startLines())
 	if err := b.drop(ctx, gvr.Group); err != nil {
 		return 0, 0, err
 	}
@@ -285,7 +285,7 @@ func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVer
 		defer close(done)
 		_, fgErr = paced(fctx, id.foregroundDyn, fg, during)
 	}()
-	engineErr := engine(ctx, id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine}))
+	engineErr := engine(t.context(ctx), id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine}))
 	t.done()
 	elapsed := time.Since(t.start)
 	cancel()
@@ -304,7 +304,7 @@ func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVer
 	share, pauses := t.paused()
 	fmt.Printf("paced client while the engine migrates: %.0f writes/s acknowledged over %s; latency %s (alone %s)\n",
 		acked, elapsed.Round(time.Millisecond), during, solo)
-	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n", "engine (defaults) meanwhile", engineRate, t, pauses, 100*share)
+	fmt.Printf("%-42s %8.0f objects/s  (%s; %d pauses, %.1f%% of the run)\n%s", "engine (defaults) meanwhile", engineRate, t, pauses, 100*share, t.startLines())
 	f := pacedFigures{kept: acked / openLoopRate, engineRate: engineRate,
 		p99: during.quantile(0.99).Seconds() / solo.quantile(0.99).Seconds()}
 	if first := t.firstPause(); first >= 0 {
