@@ -281,6 +281,7 @@ func (b *bench) scaleCLI(ctx context.Context, cli string, v1 schema.GroupVersion
 		row.pass, row.parts = parts.passRate, parts
 		fmt.Printf("  proof %.1fs, settle %.1fs, main pass %.1fs (%.0f objects/s from its first page to its last), sweep %.1fs (by %s), prune %.1fs; waited for compactions %.1fs\n",
 			parts.proof, parts.settle, parts.pass, parts.passRate, parts.sweep, parts.sweepBy, parts.prune, parts.compactionWait)
+		fmt.Printf("  the writer limit by page, where it changed (seconds into the run): %s\n", parts.limits)
 	}
 	row.verifyHWM, err = b.scaleVerify(ctx, cli, crdName, n)
 	return err
@@ -578,6 +579,9 @@ type cliParts struct {
 	proof, settle, pass, sweep, prune, compactionWait float64
 	passRate                                          float64
 	sweepBy                                           string
+	// limits is the writer limit by page, where it changed: the start and
+	// the climb of the CLI's run.
+	limits string
 }
 
 func cliPartsOf(progress, summary []byte) (cliParts, bool) {
@@ -611,16 +615,22 @@ func cliPartsOf(progress, summary []byte) (cliParts, bool) {
 	}
 	type record struct {
 		Done           int64   `json:"done"`
+		Writers        int     `json:"writers"`
 		CatchUp        bool    `json:"catchUp"`
 		CompactionWait string  `json:"compactionWait"`
 		ElapsedSeconds float64 `json:"elapsedSeconds"`
 	}
 	var first, last record
-	seen, waitingSince := 0, -1.0
+	seen, waitingSince, writers := 0, -1.0, -1
+	var limits []string
 	for line := range bytes.Lines(progress) {
 		var rec record
 		if json.Unmarshal(line, &rec) != nil {
 			continue
+		}
+		if rec.Writers != writers {
+			writers = rec.Writers
+			limits = append(limits, fmt.Sprintf("%.1fs %d", rec.ElapsedSeconds, writers))
 		}
 		if waitingSince >= 0 {
 			parts.compactionWait += rec.ElapsedSeconds - waitingSince
@@ -645,5 +655,6 @@ func cliPartsOf(progress, summary []byte) (cliParts, bool) {
 	parts.pass = last.ElapsedSeconds - first.ElapsedSeconds
 	parts.passRate = float64(last.Done-first.Done) / parts.pass
 	parts.sweep = migrateEnd - last.ElapsedSeconds
+	parts.limits = strings.Join(limits, ", ")
 	return parts, true
 }
