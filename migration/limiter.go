@@ -79,7 +79,7 @@ import (
 //     disagree by more than one pause's noise (else they average). The
 //     first pause itself stays: the run's reads before its first write
 //     span tens of milliseconds, too few to count the others' writes by,
-//     and the pause costs a quarter of a second and one write, under 3% of
+//     and the pause costs a quarter of a second and one write, about 3% of
 //     a run of 6,000 objects.
 //
 // Full climbs to the most writers its limits allow, doubling each window
