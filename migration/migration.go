@@ -84,6 +84,9 @@ import (
 // An object counts as done only when the API server acknowledged a write of
 // it (2xx), a GET proved it deleted or replaced (new uid), or its
 // resourceVersion is newer than the checkpoint. Anything else is Failed.
+//
+// The context's logger (klog.FromContext) tells, at verbosity 1, what each
+// pause of the adaptive limit measured and where the limit went from it.
 func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, error) {
 	opts = withDefaults(opts)
 	r := &runner{
