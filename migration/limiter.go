@@ -20,6 +20,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 )
 
 // The adaptive limit on writes in flight. A migration is background work,
@@ -61,6 +63,24 @@ import (
 //     moves by the rule from the first window that does not. Without
 //     numeric resourceVersions (etcd's revisions) it never measures them
 //     and holds InitialLimit writers from its first window on.
+//   - The start never takes more than InitialLimit writers on the first
+//     pause's word alone. That pause follows the run's own setup (the
+//     /metrics read, the first page and its reads, the sweep's watch
+//     starting), which the server may still be busy with: its write can
+//     take longer than the engine's writes alone do and the others' rate
+//     can read low, and a base taken high or a rate alone taken low lets
+//     the judge see room that is not there. Past InitialLimit the limit
+//     climbs only on a measure taken once the setup is over: on an idle
+//     server, each window at the limit (the others' writes are counted
+//     beside the engine's: a window that finds them writing stops the
+//     climb and pauses at once); beside others, a second pause, due at
+//     once when the slow start would pass InitialLimit or the rule would
+//     climb at all, whose measures replace the first's when the two
+//     disagree by more than one pause's noise (else they average). The
+//     first pause itself stays: the run's reads before its first write
+//     span tens of milliseconds, too few to count the others' writes by,
+//     and the pause costs a quarter of a second and one write, about 3% of
+//     a run of 6,000 objects.
 //
 // Full climbs to the most writers its limits allow, doubling each window
 // (by quarters once the server has pushed back), and comes down only on
@@ -131,8 +151,10 @@ const (
 	// and then, and its own write latency within 1.7 times its latency
 	// alone (every client's writes wait in that queue). It starts at one
 	// writer and pauses after its first write, so that it measured the
-	// others before it takes more; on a server others barely write to, it
-	// is PriorityFull. The default.
+	// others before it takes more; beside others it takes no more than
+	// InitialLimit writers until a second pause measured them again, clear
+	// of the run's own setup. On a server others barely write to, it is
+	// PriorityFull from its first pause on. The default.
 	PriorityBackground Priority = "Background"
 	// PriorityFull takes the server's full speed, for maintenance windows:
 	// the limit climbs to Concurrency and comes down only when the server
@@ -263,6 +285,9 @@ type LimitState struct {
 	// SlowStart: the first pause found others writing; the limit doubles
 	// from each window to the next while the judge sees room for twice.
 	SlowStart bool
+	// pauses counts the pauses that measured the others, up to two: the
+	// first one's measures follow the run's setup (climbMeasured).
+	pauses int
 	// AtLimit is what the windows at the current limit measured.
 	AtLimit AtLimit
 	// PauseEvery is how long after the last pause the next one is due: 0
@@ -273,16 +298,29 @@ type LimitState struct {
 	// BestLatency the engine's mean latency then.
 	Rate, Best  float64
 	BestLatency time.Duration
+	// bestWriters is the engine's writes in flight then.
+	bestWriters float64
 }
 
 // collapsed reports whether the server's throughput fell below 1/collapse
-// of its best while the engine's writes took collapse times longer: a
-// server failing, not one busy with other clients (its throughput holds)
-// nor an engine short of objects to write (its latency holds).
+// of its best while the engine's writes took collapse times longer than
+// then for as many writes in flight: a server failing, not one busy with
+// other clients (its throughput holds) nor an engine short of objects to
+// write (its latency holds). Past the server's knee a write's latency grows
+// with the writes in flight, so the latency of a best window at 8 writers
+// says nothing of a failure at 64: it is scaled by the writers first, or a
+// swing of the server's at 64 writers would read as a collapse and halve
+// the limit.
 func (s LimitState) collapsed(w Window) bool {
 	t := w.throughput()
-	return s.Best > 0 && t > 0 && t < s.Best/collapse &&
-		s.BestLatency > 0 && w.Latency > collapse*s.BestLatency
+	if s.Best <= 0 || t <= 0 || t >= s.Best/collapse || s.BestLatency <= 0 {
+		return false
+	}
+	expected := float64(s.BestLatency)
+	if s.bestWriters > 0 && w.Writers > s.bestWriters {
+		expected *= w.Writers / s.bestWriters
+	}
+	return float64(w.Latency) > collapse*expected
 }
 
 // NextLimit is the limiter's rule, a pure function: the state after a
@@ -308,7 +346,7 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 		return s.backOff(maxLimit)
 	}
 	if t := w.throughput(); t > s.Best {
-		s.Best, s.BestLatency = t, w.Latency
+		s.Best, s.BestLatency, s.bestWriters = t, w.Latency, w.Writers
 	}
 	if priority == PriorityFull {
 		s.PauseEvery = -1
@@ -320,7 +358,9 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 	switch {
 	case full:
 		if s.Idle && w.Others() >= idleOthers*w.Rate() {
-			s.PauseEvery = 0 // someone else writes now: measure them
+			// Someone else writes now: measure them before taking more.
+			s.PauseEvery, s.Reason = 0, LimitHolding
+			return s
 		}
 		return s.climb(maxLimit, maxLimit, !s.Gentle)
 	case !s.Measured && s.Limit < initialLimit:
@@ -335,7 +375,7 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 	v := judge(s.AtLimit, s.Alone, s.Base)
 	if s.SlowStart {
 		if !v.harmed() && v.writers >= 2*float64(s.Limit) {
-			return s.climb(maxLimit, maxLimit, true)
+			return s.climbMeasured(maxLimit, maxLimit, true)
 		}
 		s.SlowStart = false // from here, by the rule
 	}
@@ -347,7 +387,21 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 		s.Reason = v.reason
 		return s
 	}
-	return s.climb(int(v.writers+0.5), maxLimit, false)
+	return s.climbMeasured(int(v.writers+0.5), maxLimit, false)
+}
+
+// climbMeasured is climb on measures taken after the run's setup: until a
+// second pause, the slow start doubles up to InitialLimit, and any other
+// climb holds the limit and makes a pause due at once.
+func (s LimitState) climbMeasured(upTo, maxLimit int, double bool) LimitState {
+	if s.pauses < 2 {
+		if upTo > s.Limit && (!s.SlowStart || s.Limit >= initialLimit) {
+			s.PauseEvery, s.Reason = 0, LimitHolding
+			return s
+		}
+		upTo = min(upTo, initialLimit)
+	}
+	return s.climb(upTo, maxLimit, double)
 }
 
 // targetWriters is where the others would keep keptTarget of their rate
@@ -396,6 +450,12 @@ func (s LimitState) paused(w Window, priority Priority, maxLimit int) LimitState
 		return s
 	}
 	first := !s.Measured
+	if s.pauses == 1 && (setupMarked(float64(s.Base), float64(w.Latency)) || setupMarked(alone, s.Last)) {
+		// The first pause's measures followed the run's setup, and the
+		// second's disagree: they replace them rather than average.
+		s.Measured, s.Base, s.BasePauses, s.AtLimit = false, 0, 0, AtLimit{}
+	}
+	s.pauses = min(s.pauses+1, 2)
 	s.Alone = alone
 	if s.Measured {
 		s.Alone = (alone + s.Last) / 2
@@ -437,6 +497,21 @@ func (s LimitState) paused(w Window, priority Priority, maxLimit int) LimitState
 	}
 	return s
 }
+
+// setupMarked reports whether two pauses' measures of one thing disagree by
+// more than setupSpread either way: more than the noise of one write or of
+// a quarter-second's count, the mark of a server still busy with the run's
+// setup at the first. Unknown measures (0, -1) never disagree.
+func setupMarked(first, second float64) bool {
+	if first <= 0 || second <= 0 {
+		return false
+	}
+	return first > setupSpread*second || second > setupSpread*first
+}
+
+// setupSpread is how far apart two pauses' measures may lie and still be
+// averaged.
+const setupSpread = 1.5
 
 // pausePhase is where the limiter is in a pause.
 type pausePhase int
@@ -493,6 +568,9 @@ type limiter struct {
 	lastWindow Window
 	// onChange is Options.OnLimit.
 	onChange func(int, LimitReason, float64)
+	// log tells what the pauses measured (logPause); the zero Logger
+	// discards.
+	log logr.Logger
 }
 
 // closingWindow is a window closed at revision to while writes were in
@@ -778,8 +856,10 @@ func (l *limiter) endPause(now time.Time, s Signal) {
 	case s.Throttled:
 		l.decide(now, Window{Start: now, End: now, Throttled: true})
 	case s.Revision > l.pauseFrom && l.pauseFrom > 0:
-		l.decide(now, Window{Start: l.pauseStart, End: now, Paused: true, Writes: 1, Latency: s.Latency,
-			Stored: int64(s.Revision - l.pauseFrom), OwnStored: 1})
+		w := Window{Start: l.pauseStart, End: now, Paused: true, Writes: 1, Latency: s.Latency,
+			Stored: int64(s.Revision - l.pauseFrom), OwnStored: 1}
+		l.decide(now, w)
+		l.logPause(w)
 	default:
 		// Nothing stored: no measure this time; the next pause is due
 		// as if it had found others writing.
@@ -790,6 +870,16 @@ func (l *limiter) endPause(now time.Time, s Signal) {
 		}
 		l.setState(next)
 	}
+}
+
+// logPause tells, at verbosity 1, what a pause measured and where the
+// limit goes from it: what a person needs to see why a run started where it
+// did (the first pauses follow the run's own setup).
+func (l *limiter) logPause(w Window) {
+	s := l.state
+	l.log.V(1).Info("paused to measure the other clients' writes alone", "pause", s.pauses,
+		"othersAlone", int(w.Others()+0.5), "pauseWrite", w.Latency, "alone", int(s.Alone+0.5), "base", s.Base,
+		"idle", s.Idle, "slowStart", s.SlowStart, "limit", s.Limit)
 }
 
 // setState moves to the rule's next state, and tells Options.OnLimit.

@@ -59,6 +59,14 @@ type simServer struct {
 	// together to about 40% and back, every 1.3 to 2 seconds).
 	swings   []time.Duration
 	swingLow float64
+	// setup, when set, is how long the server runs at setupSpeed of its
+	// capacity from the run's start: busy with the run's own setup (the
+	// first page, /metrics, the sweep's watch starting), so that the first
+	// pause's write takes longer than the engine's writes alone do and a
+	// closed-loop client's rate alone reads low. The clients' figures
+	// alone are taken without it: without the run there is no setup.
+	setup      time.Duration
+	setupSpeed float64
 }
 
 // swinging returns s with its speed falling to low for half of every
@@ -76,10 +84,19 @@ func (s simServer) swinging(period time.Duration, low float64, d time.Duration) 
 
 // speed is the share of its capacity the server has at elapsed.
 func (s simServer) speed(elapsed time.Duration) float64 {
+	if elapsed < s.setup {
+		return s.setupSpeed
+	}
 	if i, _ := slices.BinarySearch(s.swings, elapsed); i%2 == 1 {
 		return s.swingLow
 	}
 	return 1
+}
+
+// afterSetup returns s with the run's setup slowing it for the first d.
+func (s simServer) afterSetup(d time.Duration, speed float64) simServer {
+	s.setup, s.setupSpeed = d, speed
+	return s
 }
 
 // engineCost is what one engine write costs, in foreground writes.
@@ -186,13 +203,22 @@ type simRun []sample
 // over a run follows where the limit went, the probes above it included.
 func simulate(ctx context.Context, server simServer, priority Priority, d time.Duration, from ...LimitState) simRun {
 	GinkgoHelper()
+	l := newLimiter(DefaultConcurrency, false, priority)
+	for _, s := range from {
+		l.state = s
+		l.lastPause = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) // as if a pause had just ended
+	}
+	return simulateLimiter(ctx, server, l, d)
+}
+
+// simulateLimiter is simulate with the limiter given.
+func simulateLimiter(ctx context.Context, server simServer, l *limiter, d time.Duration) simRun {
+	GinkgoHelper()
 	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	now := start
-	l := newLimiter(DefaultConcurrency, false, priority)
 	l.now = func() time.Time { return now }
-	for _, s := range from {
-		l.state, l.lastPause = s, now // as if a pause had just ended
-	}
+	withoutRun := server
+	withoutRun.setup = 0
 	var pending completions
 	var run simRun
 	// own and others count the writes stored, the engine's and the
@@ -224,7 +250,7 @@ func simulate(ctx context.Context, server simServer, priority Priority, d time.D
 		Expect(next.IsZero()).To(BeFalse(), "the limiter waits for nothing")
 		elapsed, dt := now.Sub(start), next.Sub(now).Seconds()
 		rate, latency := server.foreground(elapsed, l.inFlight)
-		rateAlone, latencyAlone := server.foreground(elapsed, 0)
+		rateAlone, latencyAlone := withoutRun.foreground(elapsed, 0)
 		others += rate * dt
 		alone += rateAlone * dt
 		var paced []pacedWrite
@@ -251,6 +277,35 @@ func simulate(ctx context.Context, server simServer, priority Priority, d time.D
 		run = append(run, sample{at: now.Sub(start), limit: limit, reason: reason, own: own, others: others, alone: alone, paced: paced})
 	}
 	return run
+}
+
+// until is the run up to the sample at which the engine had written n
+// objects, and false when it never did.
+func (r simRun) until(n float64) (simRun, bool) {
+	i := slices.IndexFunc(r, func(s sample) bool { return s.own >= n })
+	if i < 0 {
+		return r, false
+	}
+	return r[:i+1], true
+}
+
+// from is the run from elapsed on.
+func (r simRun) from(elapsed time.Duration) simRun {
+	i, _ := slices.BinarySearchFunc(r, elapsed, func(s sample, at time.Duration) int { return int(s.at - at) })
+	return r[i:]
+}
+
+// maxLimit is the most writers the run allowed.
+func (r simRun) maxLimit() int {
+	return slices.MaxFunc(r, func(a, b sample) int { return a.limit - b.limit }).limit
+}
+
+// pacedBound is what the paced client's p99 during a migration may be
+// against its p99 alone: twice it, or 20 ms more, whichever is more (20 ms
+// is a fiftieth of Kubernetes' SLO for mutating calls, and a ratio alone on
+// a few milliseconds reads a few of queueing as harm).
+func pacedBound(alone time.Duration) time.Duration {
+	return max(2*alone, alone+20*time.Millisecond)
 }
 
 // secondHalf is the second half of a run.
@@ -416,6 +471,76 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			Expect(float64(during)).To(BeNumerically("<=", 3*float64(alone)), "the paced client's p99 over the first 10 s")
 		})
 
+	// The start right after the run's own setup, which leaves the server at
+	// 0.4 of its speed for the first half second: the first pause's write
+	// takes 2.5 times as long as the engine's writes alone, and a
+	// closed-loop client's rate alone reads at 0.4 of what it is. Taken at
+	// their word, those measures show room for twice at every window.
+	const setup, setupSpeed = 500 * time.Millisecond, 0.4
+	startServers := []TableEntry{
+		Entry("with a knee at 8 writers", simServer{capacity: capacity, knee: 8, cost: 1.7}, 2.0),
+		// Its paced client alone takes 2.7 ms, where the target's 20 ms
+		// floor dominates; no ratio is held beside it.
+		Entry("whose own work shares its cores", simServer{capacity: capacity, overhead: 2, cost: 1.7}, 0.0),
+	}
+	// beforeSecondPause is the run up to its second pause, or all of it.
+	beforeSecondPause := func(r simRun) simRun {
+		pauses := 0
+		for i := 1; i < len(r); i++ {
+			if r[i].reason == LimitPausing && r[i-1].reason != LimitPausing {
+				if pauses++; pauses == 2 {
+					return r[:i]
+				}
+			}
+		}
+		return r
+	}
+
+	DescribeTable("the start right after the run's setup, beside a client paced at 100 writes/s: no more than InitialLimit writers before a second pause, and the client's p99 over the 10 s after the setup within its bound",
+		func(ctx SpecContext, server simServer, ratio float64) {
+			server = server.afterSetup(setup, setupSpeed)
+			server.paced = 100
+			run := simulate(ctx, server, PriorityBackground, setup+10*time.Second)
+			during, alone := run.from(setup).pacedP99()
+			GinkgoWriter.Printf("from the start after the setup, beside 100 writes/s, over 10 s: %s; at most %d writers before the second pause, %d in all; the paced client's p99 %s, alone %s (%.2fx)\n",
+				run, beforeSecondPause(run).maxLimit(), run.maxLimit(), during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
+			Expect(beforeSecondPause(run).maxLimit()).To(BeNumerically("<=", InitialLimit), "the limit before the second pause")
+			Expect(during).To(BeNumerically("<=", pacedBound(alone)), "the paced client's p99 over the first 10 s: the target")
+			if ratio > 0 {
+				Expect(float64(during)).To(BeNumerically("<=", ratio*float64(alone)), "the paced client's p99 over the first 10 s, against alone")
+			}
+		},
+		startServers,
+	)
+
+	DescribeTable("the start right after the run's setup, beside a 1-writer closed-loop client (its rate is 1/its latency): it keeps 50% of its rate alone or more over the 10 s after the setup, and no more than InitialLimit writers before a second pause",
+		func(ctx SpecContext, server simServer, _ float64) {
+			server = server.afterSetup(setup, setupSpeed)
+			server.closed = 1
+			run := simulate(ctx, server, PriorityBackground, setup+10*time.Second)
+			GinkgoWriter.Printf("from the start after the setup, beside a 1-writer client, over 10 s: %s; at most %d writers before the second pause, %d in all\n",
+				run.from(setup), beforeSecondPause(run).maxLimit(), run.maxLimit())
+			Expect(beforeSecondPause(run).maxLimit()).To(BeNumerically("<=", InitialLimit), "the limit before the second pause")
+			Expect(run.from(setup).kept()).To(BeNumerically(">=", 0.5), "the 1-writer client's rate over the first 10 s, of its rate alone")
+		},
+		startServers,
+	)
+
+	DescribeTable("idle, the start costs nothing: the first 6,000 writes, the setup included, at 0.90 or more of the rate of 64 fixed writers (the ceiling)",
+		func(ctx SpecContext, server simServer, _ float64) {
+			server = server.afterSetup(setup, setupSpeed)
+			background, ok := simulate(ctx, server, PriorityBackground, d).until(6000)
+			Expect(ok).To(BeTrue(), "6,000 writes within %s", d)
+			ceiling, ok := simulateLimiter(ctx, server, newLimiter(DefaultConcurrency, true, PriorityBackground), d).until(6000)
+			Expect(ok).To(BeTrue(), "6,000 writes within %s", d)
+			took, ceilingTook := background[len(background)-1].at, ceiling[len(ceiling)-1].at
+			GinkgoWriter.Printf("idle, 6,000 writes: Background in %s, 64 fixed writers in %s: %.3f of the ceiling\n",
+				took.Round(time.Millisecond), ceilingTook.Round(time.Millisecond), ceilingTook.Seconds()/took.Seconds())
+			Expect(ceilingTook.Seconds() / took.Seconds()).To(BeNumerically(">=", 0.90))
+		},
+		startServers,
+	)
+
 	It("on a server whose own work shares its cores (a 2-core control plane), reaches the bound idle and leaves an 8-writer foreground 55% or more",
 		func(ctx SpecContext) {
 			shared := simServer{capacity: capacity, overhead: 2, cost: 1.7}
@@ -474,7 +599,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		// writers beside it: they write more than a tenth of the engine's
 		// rate, so the next window asks for a pause.
 		server := simServer{capacity: capacity, knee: 8, cost: 1.7, closed: 16}
-		from := LimitState{Limit: DefaultConcurrency, Reason: LimitHolding, Measured: true, Idle: true, PauseEvery: maxPauseEvery}
+		from := LimitState{Limit: DefaultConcurrency, Reason: LimitHolding, Measured: true, Idle: true, PauseEvery: maxPauseEvery, pauses: 2}
 		run := simulate(ctx, server, PriorityBackground, d, from)
 		GinkgoWriter.Printf("from 64 beside 16 foreground writers: %s\n", run.secondHalf())
 		Expect(run.secondHalf().kept()).To(BeNumerically(">=", 0.55))
@@ -487,7 +612,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		// One writer beside 64 engine writes costing 3 each gets about
 		// 1/190 of the server: 5 writes/s beside the engine's 330.
 		server := simServer{capacity: capacity, knee: 8, cost: 3, closed: 1}
-		from := LimitState{Limit: DefaultConcurrency, Reason: LimitHolding, Measured: true, Idle: true, PauseEvery: maxPauseEvery}
+		from := LimitState{Limit: DefaultConcurrency, Reason: LimitHolding, Measured: true, Idle: true, PauseEvery: maxPauseEvery, pauses: 2}
 		run := simulate(ctx, server, PriorityBackground, 3*maxPauseEvery, from)
 		i := slices.IndexFunc(run, func(s sample) bool { return s.reason == LimitYielding || s.reason == LimitQueueing })
 		Expect(i).To(BeNumerically(">=", 0))
@@ -564,10 +689,10 @@ var _ = Describe("NextLimit: the rule", func() {
 		w.Latency = latency
 		return w
 	}
-	// measured is a Background state at limit whose last pauses measured
-	// the others alone at alone writes/s.
+	// measured is a Background state at limit whose last pauses (more than
+	// the first) measured the others alone at alone writes/s.
 	measured := func(limit int, alone float64) LimitState {
-		return LimitState{Limit: limit, Reason: LimitHolding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery}
+		return LimitState{Limit: limit, Reason: LimitHolding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery, pauses: 2}
 	}
 	idleAt := func(limit int) LimitState {
 		s := measured(limit, 0)
@@ -628,6 +753,12 @@ var _ = Describe("NextLimit: the rule", func() {
 			slow(beside(window(32, 300), 200), 100*time.Millisecond), PriorityFull, LimitState{Limit: 64, Reason: LimitProbing}),
 		Entry("Full, the server stores under a quarter of its best, its writes 5x slower: halve", LimitState{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond},
 			slow(window(64, 200), 320*time.Millisecond), PriorityFull, LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
+		Entry("Full at 64 writers, under a quarter of the best the server stored beside 8 (others wrote then), its writes 20x as long as then at 8x the writers (a swing): not a collapse",
+			LimitState{Limit: 64, Best: 2000, BestLatency: 8 * time.Millisecond, bestWriters: 8}, slow(window(64, 400), 160*time.Millisecond), PriorityFull,
+			LimitState{Limit: 64, Reason: LimitHolding}),
+		Entry("Full at 64 writers, under a quarter of that best, its writes 40x as long as then at 8x the writers: halve",
+			LimitState{Limit: 64, Best: 2000, BestLatency: 8 * time.Millisecond, bestWriters: 8}, slow(window(64, 200), 320*time.Millisecond), PriorityFull,
+			LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
 		Entry("Full, under a quarter of its best but as fast as then (the engine short of objects): not a collapse",
 			LimitState{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond}, slow(window(12, 190), 64*time.Millisecond), PriorityFull,
 			LimitState{Limit: 64, Reason: LimitHolding}),
@@ -707,7 +838,58 @@ var _ = Describe("NextLimit: the rule", func() {
 			LimitState{Limit: 8, Reason: LimitBackingOff, Hold: 1}),
 	)
 
-	It("takes in a pause: the others' rate alone, the mean of the last two, and the next pause sooner while they write", func() {
+	// firstPaused is Background at limit after its first pause found
+	// others writing alone writes/s and its write took base: in its slow
+	// start, on measures taken right after the run's setup.
+	firstPaused := func(limit int, alone float64, base time.Duration) LimitState {
+		return LimitState{Limit: limit, Reason: LimitHolding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery,
+			Base: base, BasePauses: 1, SlowStart: true, pauses: 1}
+	}
+	DescribeTable("the start: beside others, no more than InitialLimit writers until a second pause measured them, which is then due at once",
+		func(s LimitState, w Window, want LimitState) {
+			got := NextLimit(s, w, PriorityBackground, 64)
+			Expect(got.Limit).To(Equal(want.Limit))
+			Expect(got.Reason).To(Equal(want.Reason))
+			Expect(got.PauseEvery).To(Equal(want.PauseEvery))
+			Expect(got.SlowStart).To(Equal(want.SlowStart))
+		},
+		Entry("slow start at 4, room for twice: double to InitialLimit", firstPaused(4, 100, 10*time.Millisecond),
+			slow(beside(window(4, 400), 100), 10*time.Millisecond), LimitState{Limit: 8, Reason: LimitProbing, PauseEvery: pauseEvery, SlowStart: true}),
+		Entry("slow start at 5, room for twice: up to InitialLimit, not 10", firstPaused(5, 100, 10*time.Millisecond),
+			slow(beside(window(5, 400), 100), 10*time.Millisecond), LimitState{Limit: 8, Reason: LimitProbing, PauseEvery: pauseEvery, SlowStart: true}),
+		Entry("slow start at InitialLimit, room for twice on the first pause's word: hold, pause at once", firstPaused(8, 100, 10*time.Millisecond),
+			slow(beside(window(8, 400), 100), 10*time.Millisecond), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: 0, SlowStart: true}),
+		Entry("slow start at InitialLimit after the second pause: double past it", func() LimitState { s := firstPaused(8, 100, 10*time.Millisecond); s.pauses = 2; return s }(),
+			slow(beside(window(8, 400), 100), 10*time.Millisecond), LimitState{Limit: 16, Reason: LimitProbing, PauseEvery: pauseEvery, SlowStart: true}),
+		Entry("slow start at InitialLimit, queueing: over, by the rule (the first window at a limit holds), no pause", firstPaused(8, 100, 10*time.Millisecond),
+			slow(beside(window(8, 400), 100), 16*time.Millisecond), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: pauseEvery}),
+		Entry("the rule with room above, one pause so far: hold, pause at once",
+			func() LimitState {
+				s := firstPaused(8, 100, 10*time.Millisecond)
+				s.SlowStart = false
+				return after(s, slow(beside(window(8, 400), 100), 11*time.Millisecond))
+			}(),
+			slow(beside(window(8, 400), 100), 11*time.Millisecond), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: 0}),
+		Entry("idle at InitialLimit, a window finds others writing a tenth of the engine's rate: no climb, pause at once",
+			idleAt(8), beside(window(8, 400), 40), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: 0}),
+		Entry("idle at InitialLimit, a window finds others under a tenth: double", idleAt(8), beside(window(8, 400), 30),
+			LimitState{Limit: 16, Reason: LimitProbing, PauseEvery: pauseEvery}),
+	)
+
+	It("takes the second pause's measures in place of the first's, which followed the run's setup", func() {
+		s := NextLimit(LimitState{Limit: StartLimit, Reason: LimitPausing}, pausedFor(400, 30*time.Millisecond), PriorityBackground, 64)
+		Expect(s).To(And(HaveField("SlowStart", true), HaveField("Base", 30*time.Millisecond), HaveField("Alone", BeNumerically("~", 400, 10))))
+		s.Reason = LimitPausing
+		s = NextLimit(s, pausedFor(800, 10*time.Millisecond), PriorityBackground, 64)
+		Expect(s).To(And(HaveField("Base", 10*time.Millisecond), HaveField("BasePauses", 1), HaveField("Alone", BeNumerically("~", 800, 10))),
+			"the second pause's, not the mean with the first's")
+		Expect(s.pauses).To(Equal(2))
+		s.Reason = LimitPausing
+		s = NextLimit(s, pausedFor(400, 20*time.Millisecond), PriorityBackground, 64)
+		Expect(s).To(And(HaveField("Base", 15*time.Millisecond), HaveField("Alone", BeNumerically("~", 600, 10))), "from the third, the means")
+	})
+
+	It("takes in a pause: the others' rate alone, the second pause's in place of the first's, then the mean of the last two, and the next pause sooner while they write", func() {
 		pause := func(others float64) Window {
 			return beside(Window{Start: t0, End: t0.Add(time.Second / 4), Paused: true, Writes: 1}, others/4)
 		}
@@ -716,7 +898,10 @@ var _ = Describe("NextLimit: the rule", func() {
 		Expect(s).To(And(HaveField("Measured", true), HaveField("Alone", BeNumerically("~", 800, 10)), HaveField("Idle", false),
 			HaveField("PauseEvery", pauseEvery), HaveField("Limit", 8)))
 		s = NextLimit(s, pause(400), PriorityBackground, 64)
+		Expect(s.Alone).To(BeNumerically("~", 400, 10), "the second pause's, in place of the first's (which followed the run's setup)")
+		s = NextLimit(s, pause(800), PriorityBackground, 64)
 		Expect(s.Alone).To(BeNumerically("~", 600, 10), "the mean of the last two")
+		s = NextLimit(s, pause(400), PriorityBackground, 64)
 		s = NextLimit(s, pause(400), PriorityBackground, 64)
 		Expect(s.Alone).To(BeNumerically("~", 400, 10))
 
@@ -727,7 +912,8 @@ var _ = Describe("NextLimit: the rule", func() {
 		s = NextLimit(s, pause(20), PriorityBackground, 64)
 		Expect(s.PauseEvery).To(Equal(maxPauseEvery))
 		s = NextLimit(s, beside(window(64, 400), 100), PriorityBackground, 64)
-		Expect(s.PauseEvery).To(BeZero(), "others write a tenth of the engine's rate: measure them at once")
+		Expect(s).To(And(HaveField("PauseEvery", BeZero()), HaveField("Limit", 8), HaveField("Reason", LimitHolding)),
+			"others write a tenth of the engine's rate: no climb, measure them at once")
 
 		// The pauses' writes took 10, 20, 30, 40 and 50 ms.
 		for i, want := range []time.Duration{10000, 15000, 20000, 25000, 31250} {

@@ -67,6 +67,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/klog/v2"
 
 	"github.com/graduator/graduator/internal/failpoint"
 )
@@ -83,6 +84,9 @@ import (
 // An object counts as done only when the API server acknowledged a write of
 // it (2xx), a GET proved it deleted or replaced (new uid), or its
 // resourceVersion is newer than the checkpoint. Anything else is Failed.
+//
+// The context's logger (klog.FromContext) tells, at verbosity 1, what each
+// pause of the adaptive limit measured and where the limit went from it.
 func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, error) {
 	opts = withDefaults(opts)
 	r := &runner{
@@ -91,7 +95,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		progress: opts.Resume,
 		resumed:  parseWritten(opts.Resume.Written),
 	}
-	r.writers.onChange = opts.OnLimit
+	r.writers.onChange, r.writers.log = opts.OnLimit, klog.FromContext(ctx)
 	var err error
 	if r.objects, err = newObjectClient(client, opts, r.writers); err != nil {
 		return Result{Progress: opts.Resume}, err

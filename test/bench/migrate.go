@@ -57,9 +57,9 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 	contenders := []contender{
 		{"engine (defaults: adaptive, no QPS cap)", func(gvr schema.GroupVersionResource) error {
 			t := newTrace(migration.StartLimit)
-			err := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
+			err := engine(t.context(ctx), b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
 			t.done()
-			fmt.Printf("  (adaptive writer limit: %s)\n", t)
+			fmt.Printf("  (adaptive writer limit: %s)\n%s", t, t.startLines())
 			settled = append(settled, t.settled())
 			if len(settled) == 1 && err == nil {
 				err = b.timelinePlots("idle-"+label, "The engine at its defaults on an idle server, "+label+" objects", t, nil)
@@ -68,9 +68,9 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 		}},
 		{"engine (priority Full)", func(gvr schema.GroupVersionResource) error {
 			t := newTrace(migration.InitialLimit)
-			err := engine(ctx, b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg, Priority: migration.PriorityFull}))
+			err := engine(t.context(ctx), b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg, Priority: migration.PriorityFull}))
 			t.done()
-			fmt.Printf("  (adaptive writer limit: %s)\n", t)
+			fmt.Printf("  (adaptive writer limit: %s)\n%s", t, t.startLines())
 			return err
 		}},
 		{"engine (fixed 64 writers)", func(gvr schema.GroupVersionResource) error {

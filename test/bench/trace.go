@@ -17,11 +17,15 @@ limitations under the License.
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/graduator/graduator/migration"
@@ -79,6 +83,9 @@ type trace struct {
 	limits  []limitAt
 	objects *counter
 	last    migration.Progress
+	// measures are what the engine's pauses measured, as it logged them
+	// (at verbosity 1), each with when.
+	measures []string
 }
 
 // newTrace starts a trace; options wires it into an engine run.
@@ -101,6 +108,63 @@ func (t *trace) options(o migration.Options) migration.Options {
 	}
 	return o
 }
+
+// pauseMessage is the engine's log line for a pause's measures.
+const pauseMessage = "paused to measure the other clients' writes alone"
+
+// context is ctx with a logger that keeps the engine's pause measures in
+// the trace: pass it to the run.
+func (t *trace) context(ctx context.Context) context.Context {
+	log := funcr.New(func(_, args string) {
+		if !strings.Contains(args, pauseMessage) {
+			return
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		fields := strings.TrimSpace(args[strings.Index(args, pauseMessage)+len(pauseMessage)+1:])
+		t.measures = append(t.measures, fmt.Sprintf("at %.2fs %s", time.Since(t.start).Seconds(), fields))
+	}, funcr.Options{Verbosity: 1})
+	return logr.NewContext(ctx, log)
+}
+
+// startLines are the run's first pauses' measures (the base the start
+// took, the others' rate alone, where the limit went) and the limit over
+// time, one line each, indented, for the bench's output.
+func (t *trace) startLines() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var b strings.Builder
+	for i, m := range t.measures[:min(len(t.measures), startPauses)] {
+		fmt.Fprintf(&b, "  pause %d: %s\n", i+1, m)
+	}
+	if len(t.measures) == 0 {
+		b.WriteString("  no pause measured the others\n")
+	}
+	b.WriteString("  limit over time:")
+	for i, l := range t.limits {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		if i > timelineChanges {
+			fmt.Fprintf(&b, " ... (%d changes more), last %d (%s)", len(t.limits)-i, t.limits[len(t.limits)-1].limit, t.limits[len(t.limits)-1].reason)
+			break
+		}
+		if i > 0 && l.reason == migration.LimitPausing {
+			fmt.Fprintf(&b, " %.2fs pause", l.at.Seconds())
+			continue
+		}
+		fmt.Fprintf(&b, " %.2fs %d", l.at.Seconds(), l.limit)
+		if l.reason != "" && l.reason != migration.LimitProbing {
+			fmt.Fprintf(&b, " (%s)", l.reason)
+		}
+	}
+	fmt.Fprintf(&b, "; end %.2fs\n", t.end.Seconds())
+	return b.String()
+}
+
+// startPauses is how many pauses' measures startLines prints, and
+// timelineChanges how many changes of the limit.
+const startPauses, timelineChanges = 3, 24
 
 // done marks the end of the run.
 func (t *trace) done() {
