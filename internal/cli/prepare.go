@@ -62,6 +62,7 @@ type PrepareOptions struct {
 	scan *ScanOptions
 
 	dryRun bool
+	qps    float64
 	engine migration.Options
 }
 
@@ -132,6 +133,7 @@ must act there), 2 on bad input or when a cluster could not be read or was not f
 	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", o.engine.Concurrency,
 		"Upper bound on writes in flight per cluster; the number adapts below it to what the API server takes.")
 	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
+	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second in each cluster; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
 	return cmd
 }
 
@@ -146,7 +148,10 @@ func (o *PrepareOptions) Complete(ctx context.Context) error {
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.engine.Concurrency)
 	case o.engine.PageSize < 1:
 		return fmt.Errorf("--page-size must be at least 1, got %d", o.engine.PageSize)
+	case o.qps < 0:
+		return fmt.Errorf("--qps cannot be negative, got %g", o.qps)
 	}
+	o.engine.QPS = float32(o.qps)
 	if err := o.scan.clusters.validate(); err != nil {
 		return err
 	}
