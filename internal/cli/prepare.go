@@ -222,16 +222,23 @@ func (o *PrepareOptions) Run(ctx context.Context) error {
 	}
 	results, errs := eachCluster(ctx, untimed, o.scan.clusters.parallel, func(ctx context.Context, cfg *rest.Config) (PreparedCluster, error) {
 		i := slices.IndexFunc(targets, func(t cluster) bool { return t.Config == cfg })
-		return o.prepareCluster(ctx, targets[i], view.cluster(i))
+		pc, err := o.prepareCluster(ctx, targets[i], view.cluster(i))
+		if err != nil {
+			pc.Outcome, pc.Error = OutcomeUnreachable, clusterError(err)
+			pc.Why = pc.Error.Reason + ": " + pc.Error.Message
+		}
+		view.cluster(i).finished(pc)
+		return pc, nil
 	})
 	out := map[string]PreparedCluster{}
 	contexts := make([]string, len(targets))
 	for i, t := range targets {
 		contexts[i] = t.Context
 		pc := results[i]
-		if errs[i] != nil {
+		if errs[i] != nil { // its kubeconfig entry did not make a client
 			pc.Outcome, pc.Error = OutcomeUnreachable, clusterError(errs[i])
 			pc.Why = pc.Error.Reason + ": " + pc.Error.Message
+			view.cluster(i).finished(pc)
 		}
 		if pc.CRDs == nil {
 			pc.CRDs = []PreparedCRD{}
@@ -239,7 +246,6 @@ func (o *PrepareOptions) Run(ctx context.Context) error {
 		if pc.Reported == nil {
 			pc.Reported = []scan.Finding{}
 		}
-		view.cluster(i).finished(pc)
 		out[t.Context] = pc
 	}
 	view.stop()
@@ -275,7 +281,8 @@ func prepareVerdict(contexts []string, out map[string]PreparedCluster) error {
 
 // prepareCluster reads one cluster as the scan does, plans, checks the
 // caller's rights for the whole plan, then carries the plan out one CRD
-// after another. An error is a cluster that could not be read.
+// after another. An error is a cluster that could not be read (or whose
+// rights could not be reviewed).
 func (o *PrepareOptions) prepareCluster(ctx context.Context, t cluster, view *clusterView) (PreparedCluster, error) {
 	pc := PreparedCluster{StartedAt: time.Now()}
 	defer func() { pc.FinishedAt = time.Now() }()
