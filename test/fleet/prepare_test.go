@@ -60,6 +60,10 @@ const preparer = "fleet-preparer"
 // objectsEnv sizes each stale CRD of the prepare rig (default 300).
 const objectsEnv = "GRADUATOR_PREPARE_OBJECTS"
 
+// parallelEnv, set, runs the parallel timing with this many objects per
+// cluster (the target's 20000).
+const parallelEnv = "GRADUATOR_PREPARE_PARALLEL"
+
 func objectsPerCRD() int {
 	if n, err := strconv.Atoi(os.Getenv(objectsEnv)); err == nil && n > 0 {
 		return n
@@ -399,6 +403,44 @@ var _ = Describe("graduator prepare across contexts", Ordered, func() {
 
 	It("resumes after SIGKILL at about half a CRD, writing at most 1.2x its objects in all, nothing lost", func(ctx SpecContext) {
 		interrupted(ctx, "Delta", syscall.SIGKILL)
+	})
+
+	// The parallel target needs a quiet machine: by hand only, sized by
+	// parallelEnv, it prints the times and asserts nothing.
+	It("prints how long three clusters take in parallel against the slowest alone", func(ctx SpecContext) {
+		per, _ := strconv.Atoi(os.Getenv(parallelEnv))
+		if per <= 0 {
+			Skip(parallelEnv + " is not set: the parallel timing runs by hand, on a quiet machine")
+		}
+		var plant sync.WaitGroup
+		for _, p := range rig {
+			plant.Go(func() {
+				defer GinkgoRecover()
+				plantStale(ctx, p.env, "Zeta", false, per)
+				plantStale(ctx, p.env, "Eta", false, per)
+			})
+		}
+		plant.Wait()
+		dir := GinkgoT().TempDir()
+		alone, together := filepath.Join(dir, "zeta.yaml"), filepath.Join(dir, "eta.yaml")
+		writeRelease(alone, "Zeta")
+		writeRelease(together, "Eta")
+		var slowest time.Duration
+		for _, p := range rig {
+			start := time.Now()
+			code, out, errOut := runPrepare(config, "prepare", "--against", alone, "--context", p.name)
+			Expect(code).To(Equal(0), out+errOut)
+			took := time.Since(start)
+			slowest = max(slowest, took)
+			GinkgoWriter.Printf("%s alone: %s for %d objects\n", p.name, took, per)
+		}
+		start := time.Now()
+		code, out, errOut := runPrepare(config, "prepare", "--against", together, "--context", "prepare-a,prepare-b,prepare-c", "--parallel", "3")
+		Expect(code).To(Equal(0), out+errOut)
+		took := time.Since(start)
+		GinkgoWriter.Printf("three clusters in parallel: %s; the slowest alone: %s; ratio %.2f (target <= 1.3)\n",
+			took, slowest, took.Seconds()/slowest.Seconds())
+		AddReportEntry("prepare parallel ratio", fmt.Sprintf("%.2f", took.Seconds()/slowest.Seconds()))
 	})
 
 	It("refuses a cluster where a right is missing, naming the rule, and goes on with the others", func(ctx SpecContext) {
