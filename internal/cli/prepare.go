@@ -381,12 +381,27 @@ func (o *PrepareOptions) mayPrepare(ctx context.Context, d *driver.Driver, c *sc
 		var deny *access.Denied
 		switch {
 		case errors.As(err, &deny):
-			denied = append(denied, p.CRD+": "+deny.Error())
+			denied = append(denied, p.CRD+": "+deniedAdvice(deny))
 		case err != nil:
 			return "", fmt.Errorf("check access for %s: %w", p.CRD, err)
 		}
 	}
 	return strings.Join(denied, "; "), nil
+}
+
+// deniedAdvice says what is missing and the rule that grants it to the
+// identity prepare runs as: the objects' group, as the chart's
+// prepare.groups grants it; the CRD's own rights, as the denial names them.
+func deniedAdvice(deny *access.Denied) string {
+	if !slices.ContainsFunc(deny.Missing, func(m authorizationv1.ResourceAttributes) bool { return m.Group == deny.Resource.Group }) {
+		return deny.Error()
+	}
+	var missing []string
+	for _, m := range deny.Missing {
+		missing = append(missing, m.Verb+" "+access.Describe(m))
+	}
+	return fmt.Sprintf("not allowed to %s; grant the rule %s (with the Helm chart: --set prepare.groups={%s}, or "+
+		"config/prepare/role.yaml beside it); nothing was changed", strings.Join(missing, ", "), deny.Rule(), deny.Resource.Group)
 }
 
 // prepareCRD carries out one CRD's plan through the graduation's driver, as
