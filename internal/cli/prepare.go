@@ -283,8 +283,8 @@ func prepareVerdict(contexts []string, out map[string]PreparedCluster) error {
 // caller's rights for the whole plan, then carries the plan out one CRD
 // after another. An error is a cluster that could not be read (or whose
 // rights could not be reviewed).
-func (o *PrepareOptions) prepareCluster(ctx context.Context, t cluster, view *clusterView) (PreparedCluster, error) {
-	pc := PreparedCluster{StartedAt: time.Now()}
+func (o *PrepareOptions) prepareCluster(ctx context.Context, t cluster, view *clusterView) (pc PreparedCluster, _ error) {
+	pc.StartedAt = time.Now()
 	defer func() { pc.FinishedAt = time.Now() }()
 	readCtx, cancel := context.WithTimeout(ctx, t.Timeout)
 	c, _, err := readCluster(readCtx, t.Config, o.scan.release, o.scan.config)

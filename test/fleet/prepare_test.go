@@ -112,7 +112,9 @@ func prepCRD(kind string, lossy bool, versions ...version) *apiextensionsv1.Cust
 }
 
 // plantStale creates kind storing v1 with n objects, then switches storage
-// to v2 (v1 still served): storedVersions is [v1 v2], every object in v1.
+// to v2 and, unless lossy, stops serving v1 (as the release before the one
+// that drops it would): storedVersions is [v1 v2], every object in v1. A
+// lossy kind keeps v1 served, so that the round-trip proof can read it.
 func plantStale(ctx context.Context, env *envtestutil.Env, kind string, lossy bool, n int) {
 	GinkgoHelper()
 	c := env.Client
@@ -133,6 +135,7 @@ func plantStale(ctx context.Context, env *envtestutil.Env, kind string, lossy bo
 			return err
 		}
 		crd.Spec.Versions[0].Storage, crd.Spec.Versions[1].Storage = false, true
+		crd.Spec.Versions[0].Served = lossy
 		return c.Update(ctx, crd)
 	})).To(Succeed())
 	Eventually(func(g Gomega) {
@@ -141,11 +144,11 @@ func plantStale(ctx context.Context, env *envtestutil.Env, kind string, lossy bo
 	}).Should(Succeed())
 }
 
-// plantReady creates kind already as the release wants it: v1 served, v2
-// its storage version and the only stored one, with n objects.
+// plantReady creates kind already as the release wants it: v1 no longer
+// served, v2 its storage version and the only stored one, with n objects.
 func plantReady(ctx context.Context, env *envtestutil.Env, kind string, n int) {
 	GinkgoHelper()
-	crd := prepCRD(kind, false, v1Served, v2)
+	crd := prepCRD(kind, false, v1Unserve, v2)
 	Expect(env.Client.Create(ctx, crd)).To(Succeed())
 	Expect(envtestutil.WaitServed(ctx, env.Client, env.Dynamic, crd.Name)).To(Succeed())
 	gvr := schema.GroupVersionResource{Group: prepGroup, Version: "v2", Resource: crd.Spec.Names.Plural}
