@@ -313,6 +313,11 @@ func (o *PrepareOptions) prepareCluster(ctx context.Context, t cluster, view *cl
 		return pc, err
 	} else if why != "" {
 		pc.Outcome, pc.Why = OutcomeRefused, why
+		for i := range pc.CRDs {
+			if pc.CRDs[i].Outcome == OutcomePlanned {
+				pc.CRDs[i].Outcome, pc.CRDs[i].Refused = OutcomeRefused, "not started: a right is missing in this cluster"
+			}
+		}
 		return pc, nil
 	}
 	if o.dryRun {

@@ -365,7 +365,8 @@ var _ = Describe("graduator prepare across contexts", Ordered, func() {
 		plural := strings.ToLower(kind) + "s"
 		rel := filepath.Join(GinkgoT().TempDir(), "release.yaml")
 		writeRelease(rel, kind)
-		args := []string{"prepare", "--against", rel, "--context", "prepare-a", "--qps", strconv.Itoa(max(n/4, 20)), "--page-size", "20"}
+		args := []string{"prepare", "--against", rel, "--context", "prepare-a", "--qps", strconv.Itoa(max(n/4, 20)),
+			"--page-size", strconv.Itoa(max(n/15, 20))}
 		session := startPrepare(config, args...)
 		Eventually(func() int { return storedAs(ctx, p, plural)[prepGroup+"/v2"] }).WithTimeout(5 * time.Minute).
 			WithPolling(50 * time.Millisecond).Should(BeNumerically(">=", n/2))
