@@ -43,6 +43,7 @@ import (
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/internal/prepare"
+	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/internal/scan"
 	"github.com/graduator/graduator/migration"
 )
@@ -63,6 +64,8 @@ type PrepareOptions struct {
 
 	dryRun bool
 	qps    float64
+	// acceptLoss is --accept-loss, the field paths the conversion may lose.
+	acceptLoss []string
 	engine migration.Options
 }
 
@@ -133,6 +136,8 @@ must act there), 2 on bad input or when a cluster could not be read or was not f
 	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", o.engine.Concurrency,
 		"Upper bound on writes in flight per cluster; the number adapts below it to what the API server takes.")
 	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
+	cmd.Flags().StringArrayVar(&o.acceptLoss, "accept-loss", nil,
+		"A field path (such as /status/conditions) the conversion may lose, in every cluster; the round-trip proof refuses any other loss. Repeatable.")
 	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second in each cluster; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
 	return cmd
 }
@@ -152,6 +157,11 @@ func (o *PrepareOptions) Complete(ctx context.Context) error {
 		return fmt.Errorf("--qps cannot be negative, got %g", o.qps)
 	}
 	o.engine.QPS = float32(o.qps)
+	for _, path := range o.acceptLoss {
+		if !roundtrip.ValidPath(path) {
+			return fmt.Errorf("--accept-loss %q is not a field path such as /spec/items/*/name", path)
+		}
+	}
 	if err := o.scan.clusters.validate(); err != nil {
 		return err
 	}
@@ -464,7 +474,7 @@ func (o *PrepareOptions) policy(crd string) *graduatorv1alpha1.CRDVersionPolicy 
 	opts.WriteTo, opts.Priority = migration.WriteToObject, migration.PriorityBackground
 	return &graduatorv1alpha1.CRDVersionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: crd, Generation: 1},
-		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(opts, 0, nil)},
+		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(opts, 0, o.acceptLoss)},
 	}
 }
 

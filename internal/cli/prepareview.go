@@ -114,7 +114,7 @@ func (v *fleetView) draw() {
 	}
 	width := terminalWidth(v.w) - 1
 	for _, c := range v.clusters {
-		_, _ = fmt.Fprintf(v.w, "\r%s\x1b[K\n", truncate(c.line(), width))
+		_, _ = fmt.Fprintf(v.w, "\r%s\x1b[K\n", c.bar(width))
 	}
 	v.drawn = len(v.clusters)
 }
@@ -129,7 +129,7 @@ func (v *fleetView) printf(format string, args ...any) {
 	_, _ = fmt.Fprintf(v.w, format+"\n", args...)
 }
 
-// line is the cluster's line on a terminal: its outcome, or its current
+// line is the cluster's line off a terminal: its outcome, or its current
 // CRD's progress.
 func (c *clusterView) line() string {
 	if c.crd == "" {
@@ -137,6 +137,17 @@ func (c *clusterView) line() string {
 	}
 	f := figuresOf(c.last, c.live.Load(), c.lastRate)
 	return fmt.Sprintf("%s: CRD %d/%d %s", c.name, c.index+1, c.n, renderLine(c.crd, c.last, f))
+}
+
+// bar is the cluster's line on a terminal, width columns at most: its
+// outcome, or its current CRD's progress bar with rate and ETA.
+func (c *clusterView) bar(width int) string {
+	if c.crd == "" {
+		return truncate(fmt.Sprintf("%s: %s", c.name, c.outcome), width)
+	}
+	prefix := fmt.Sprintf("%s: CRD %d/%d ", c.name, c.index+1, c.n)
+	f := figuresOf(c.last, c.live.Load(), c.lastRate)
+	return prefix + renderBar(c.crd, c.last, f, max(width-len(prefix), 20), false)
 }
 
 func (c *clusterView) planned(p prepare.Plan) {
