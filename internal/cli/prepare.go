@@ -66,7 +66,7 @@ type PrepareOptions struct {
 	qps    float64
 	// acceptLoss is --accept-loss, the field paths the conversion may lose.
 	acceptLoss []string
-	engine migration.Options
+	engine     migration.Options
 }
 
 // NewCmdPrepare is `graduator prepare`.
