@@ -210,7 +210,7 @@ func clusterError(err error) *ClusterError {
 }
 
 // eachCluster calls read for every cluster, at most parallel at once, each
-// under its own timeout, with clients of its own (read builds them from the
+// under its own timeout (when it has one), with clients of its own (read builds them from the
 // cluster's config: no discovery or REST mapping is shared between
 // clusters). Results are in the clusters' order.
 func eachCluster[T any](ctx context.Context, clusters []cluster, parallel int,
@@ -229,7 +229,10 @@ func eachCluster[T any](ctx context.Context, clusters []cluster, parallel int,
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			cctx, cancel := context.WithTimeout(ctx, clusters[i].Timeout)
+			cctx, cancel := ctx, context.CancelFunc(func() {})
+			if clusters[i].Timeout > 0 { // none: read bounds its own steps
+				cctx, cancel = context.WithTimeout(ctx, clusters[i].Timeout)
+			}
 			defer cancel()
 			results[i], errs[i] = read(cctx, clusters[i].Config)
 			if errs[i] != nil && ctx.Err() == nil && (cctx.Err() != nil || errclass.IsTimeout(errs[i])) {

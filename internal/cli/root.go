@@ -64,7 +64,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0,
 		"Log level of the Kubernetes client libraries (klog) on stderr: 0 shows none of their lines, 4 and up show requests.")
 	root.AddCommand(NewCmdStatus(flags, streams), NewCmdMigrate(flags, streams), NewCmdVerify(flags, streams),
-		NewCmdCheck(flags, streams), NewCmdScan(flags, streams))
+		NewCmdCheck(flags, streams), NewCmdScan(flags, streams), NewCmdPrepare(flags, streams))
 	root.AddCommand(NewCmdProve(flags, streams))
 	// A bad flag is a usage error in every command, with the same exit code.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })

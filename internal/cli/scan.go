@@ -321,37 +321,48 @@ func printScanTable(w io.Writer, contexts []string, clusters map[string]ClusterS
 // readScan reads one cluster, with clients of its own, and runs the rules.
 func readScan(ctx context.Context, cfg *rest.Config, release map[string]*apiextensionsv1.CustomResourceDefinition,
 	config check.Config) (scanned, error) {
+	c, notChecked, err := readCluster(ctx, cfg, release, config)
+	if err != nil {
+		return scanned{notChecked: notChecked}, err
+	}
+	return scanned{crds: len(c.CRDs), findings: scan.Scan(c), notChecked: notChecked}, nil
+}
+
+// readCluster reads what the scan's rules look at in one cluster, with
+// clients of its own (GET and LIST only), and what it could not read (the
+// permission it needs).
+func readCluster(ctx context.Context, cfg *rest.Config, release map[string]*apiextensionsv1.CustomResourceDefinition,
+	config check.Config) (scan.Cluster, []string, error) {
+	c := scan.Cluster{Release: release, Config: config}
+	var notChecked []string
 	crdClient, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
-		return scanned{}, err
+		return c, nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return scanned{}, err
+		return c, nil, err
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return scanned{}, err
+		return c, nil, err
 	}
-	c := scan.Cluster{Release: release, Config: config}
-	var res scanned
 	if c.CRDs, err = listCRDsForScan(ctx, crdClient, release != nil); err != nil {
-		return res, err
+		return c, nil, err
 	}
 	var note string
 	if c.PolicyAPI, c.Policies, note, err = readPolicies(ctx, dyn); err != nil {
-		return res, err
+		return c, notChecked, err
 	}
-	res.notChecked = appendNote(res.notChecked, note)
+	notChecked = appendNote(notChecked, note)
 	if c.InTree, note, err = readInTree(ctx, dyn); err != nil {
-		return res, err
+		return c, notChecked, err
 	}
-	res.notChecked = appendNote(res.notChecked, note)
+	notChecked = appendNote(notChecked, note)
 	if c.Services, err = readServices(ctx, kube, scan.WebhookServices(c.CRDs)); err != nil {
-		return res, err
+		return c, notChecked, err
 	}
-	res.crds, res.findings = len(c.CRDs), scan.Scan(c)
-	return res, nil
+	return c, notChecked, nil
 }
 
 func appendNote(notes []string, note string) []string {

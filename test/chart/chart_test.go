@@ -536,3 +536,50 @@ func stringsOf(v any) []string {
 	}
 	return out
 }
+
+// prepare.enabled renders prepare's ClusterRole, the same as
+// config/prepare/role.yaml, and one granting get, list and patch on every
+// resource of each group in prepare.groups, both bound to a ServiceAccount of
+// its own; no create, no delete, no Secret.
+func TestThePrepareRolesAndTheManifests(t *testing.T) {
+	if obj := chart.Find(render(t), "ClusterRole", release+"-prepare"); obj != nil {
+		t.Fatal("prepare's ClusterRole is rendered by default")
+	}
+	objs := render(t, "prepare.enabled=true", "prepare.groups={example.com,other.example}")
+	role := convert[rbacv1.ClusterRole](t, chart.Find(objs, "ClusterRole", release+"-prepare"))
+	if diff := cmp.Diff(readYAML[rbacv1.ClusterRole](t, "config", "prepare", "role.yaml").Rules, role.Rules); diff != "" {
+		t.Errorf("prepare's rules differ from config/prepare/role.yaml (-kustomize +chart):\n%s", diff)
+	}
+	groups := convert[rbacv1.ClusterRole](t, chart.Find(objs, "ClusterRole", release+"-prepare-groups"))
+	var want []rbacv1.PolicyRule
+	for _, g := range []string{"example.com", "other.example"} {
+		want = append(want, rbacv1.PolicyRule{APIGroups: []string{g}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch"}})
+	}
+	if diff := cmp.Diff(want, groups.Rules); diff != "" {
+		t.Errorf("the groups' rules (-want +got):\n%s", diff)
+	}
+	for _, r := range append(role.Rules, groups.Rules...) {
+		for _, verb := range r.Verbs {
+			if verb != "get" && verb != "list" && verb != "patch" {
+				t.Errorf("prepare's roles grant %s on %v", verb, r.Resources)
+			}
+		}
+		if reaches(r, "", "secrets") {
+			t.Errorf("prepare's roles reach secrets: %+v", r)
+		}
+	}
+	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: release + "-prepare", Namespace: namespace}}
+	for _, name := range []string{release + "-prepare", release + "-prepare-groups"} {
+		binding := convert[rbacv1.ClusterRoleBinding](t, chart.Find(objs, "ClusterRoleBinding", name))
+		if binding.RoleRef.Name != name || !cmp.Equal(binding.Subjects, subjects) {
+			t.Errorf("the binding %+v does not bind %s to %+v", binding, name, subjects)
+		}
+	}
+	if chart.Find(objs, "ServiceAccount", release+"-prepare") == nil {
+		t.Error("no ServiceAccount for prepare")
+	}
+	empty := convert[rbacv1.ClusterRole](t, chart.Find(render(t, "prepare.enabled=true"), "ClusterRole", release+"-prepare-groups"))
+	if len(empty.Rules) != 0 {
+		t.Errorf("without groups the groups' role grants %+v", empty.Rules)
+	}
+}

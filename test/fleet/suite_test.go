@@ -19,7 +19,8 @@ limitations under the License.
 // of them stopped) and a fourth context whose server never answers. Each
 // live plane holds planted states; the CLI runs as a user bound to the
 // scan's shipped ClusterRole (config/scan/role.yaml) and nothing else, and
-// the API servers' audit logs show it wrote nothing.
+// the API servers' audit logs show it wrote nothing. `graduator prepare`
+// runs on three control planes of its own (prepare_test.go).
 package fleet_test
 
 import (

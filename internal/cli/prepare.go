@@ -1,0 +1,559 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/access"
+	"github.com/graduator/graduator/internal/driver"
+	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/prepare"
+	"github.com/graduator/graduator/internal/roundtrip"
+	"github.com/graduator/graduator/internal/scan"
+	"github.com/graduator/graduator/migration"
+)
+
+// defaultPrepareParallel is how many clusters `graduator prepare` works on
+// at once unless told: each runs a migration that takes what its API server
+// gives, and the CLI's own CPU is shared between them.
+const defaultPrepareParallel = 3
+
+// PrepareOptions is `graduator prepare` in kubectl's plugin shape: Complete
+// reads the flags, the release and the kubeconfig and refuses bad input
+// before any cluster is read; Run prepares every cluster.
+type PrepareOptions struct {
+	genericiooptions.IOStreams
+	// scan reads the release (--against) and the clusters as `graduator
+	// scan` does.
+	scan *ScanOptions
+
+	dryRun bool
+	qps    float64
+	// acceptLoss is --accept-loss, the field paths the conversion may lose.
+	acceptLoss []string
+	engine     migration.Options
+}
+
+// NewCmdPrepare is `graduator prepare`.
+func NewCmdPrepare(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &PrepareOptions{IOStreams: streams, scan: NewScanOptions(flags, streams),
+		engine: migration.Options{Concurrency: migration.DefaultConcurrency, PageSize: migration.DefaultPageSize}}
+	o.scan.output = ""
+	cmd := &cobra.Command{
+		Use:   "prepare --against RELEASE",
+		Short: "Make every cluster ready for a release: migrate and prune what it would trip on",
+		Long: `Reads each cluster as graduator scan --against does, and plans, for the CRDs the release
+ships, what would make the release fail or lose data there:
+
+  - status.storedVersions lists a version the release drops (the API server refuses it),
+  - or a version the release stops serving, or the cluster no longer serves.
+
+Each such CRD is then migrated as graduator migrate --prune does it: the round-trip proof
+first (a lossy conversion refuses that CRD, and nothing of it is written), every object
+rewritten in the storage version at background priority, then status.storedVersions
+pruned to it, never before a complete pass. Everything else the scan finds is reported,
+not acted on. A CRD whose storage version the release drops, or whose conversion webhook
+has no ready endpoint, is refused. --dry-run prints the plan and writes nothing.
+
+Clusters run in parallel (--parallel), the CRDs of one cluster one after another, each
+cluster with clients of its own. Before anything is written in a cluster, the caller's
+rights there are checked for every CRD of its plan; a missing one refuses that cluster,
+naming the rule to add, and the others go on.
+
+Interrupted (Ctrl-C, a lost connection, a CI job's timeout), the same command resumes:
+each CRD's progress is kept on the CRD, in the annotation ` + driver.StateAnnotation + `, from
+its first write on, and a rerun goes on from the last page saved without rewriting what
+was rewritten.
+
+On a terminal one line per cluster shows its current CRD, progress, rate and ETA, then its
+outcome; otherwise a line is printed on stderr per event. -o json prints the outcome per
+cluster and CRD with the times. The summary says per cluster: Ready, Refused (and why) or
+Unreachable.
+
+Exits 0 when every cluster is ready for the release, 1 when some cluster refused (a person
+must act there), 2 on bad input or when a cluster could not be read or was not finished
+(unreachable, interrupted): run it again.`,
+		Example: `  graduator prepare --against release/crds/ --all-contexts --dry-run
+  helm template my-app chart/ | graduator prepare --against - --context prod-eu,prod-us
+  graduator prepare --against crds.yaml --all-contexts --parallel 5 -o json`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return badInput(fmt.Errorf("graduator prepare takes no arguments, got %q", args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(cmd.Context()); err != nil {
+				return badInput(err)
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
+	o.scan.clusters.addFlags(cmd.Flags())
+	o.scan.clusters.parallel = defaultPrepareParallel
+	cmd.Flags().Lookup("parallel").DefValue = fmt.Sprint(defaultPrepareParallel)
+	cmd.Flags().Lookup("parallel").Usage = "How many clusters are prepared at once."
+	cmd.Flags().StringSliceVar(&o.scan.against, "against", nil,
+		"The manifests the release is about to apply (a file, a directory, or - for stdin; repeat for more).")
+	cmd.Flags().StringVarP(&o.scan.output, "output", "o", "", "Output format: json prints the outcome per cluster and CRD.")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "Print the plan of each cluster and write nothing.")
+	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", o.engine.Concurrency,
+		"Upper bound on writes in flight per cluster; the number adapts below it to what the API server takes.")
+	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
+	cmd.Flags().StringArrayVar(&o.acceptLoss, "accept-loss", nil,
+		"A field path (such as /status/conditions) the conversion may lose, in every cluster; the round-trip proof refuses any other loss. Repeatable.")
+	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second in each cluster; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
+	return cmd
+}
+
+// Complete refuses bad input before any cluster is read.
+func (o *PrepareOptions) Complete(ctx context.Context) error {
+	switch {
+	case o.scan.output != "" && o.scan.output != "json":
+		return fmt.Errorf("unknown output format %q: use json or leave it out", o.scan.output)
+	case len(o.scan.against) == 0:
+		return errors.New("--against is required: the manifests of the release to prepare for")
+	case o.engine.Concurrency < 1:
+		return fmt.Errorf("--concurrency must be at least 1, got %d", o.engine.Concurrency)
+	case o.engine.PageSize < 1:
+		return fmt.Errorf("--page-size must be at least 1, got %d", o.engine.PageSize)
+	case o.qps < 0:
+		return fmt.Errorf("--qps cannot be negative, got %g", o.qps)
+	}
+	o.engine.QPS = float32(o.qps)
+	for _, path := range o.acceptLoss {
+		if !roundtrip.ValidPath(path) {
+			return fmt.Errorf("--accept-loss %q is not a field path such as /spec/items/*/name", path)
+		}
+	}
+	if err := o.scan.clusters.validate(); err != nil {
+		return err
+	}
+	if err := o.scan.loadRelease(ctx); err != nil {
+		return err
+	}
+	var err error
+	o.scan.targets, err = o.scan.clusters.clusters(o.scan.flags)
+	return err
+}
+
+// Outcomes of a cluster and of a CRD. The JSON output carries them: a
+// contract.
+const (
+	// OutcomeReady: the release applies here without failing or losing
+	// data.
+	OutcomeReady = "Ready"
+	// OutcomeRefused: a person must act here (Why says what).
+	OutcomeRefused = "Refused"
+	// OutcomeUnreachable: the cluster could not be read.
+	OutcomeUnreachable = "Unreachable"
+	// OutcomeUnfinished: the run stopped before the cluster was ready
+	// (interrupted, or a step failed): running it again goes on.
+	OutcomeUnfinished = "Unfinished"
+	// OutcomePlanned: --dry-run; the plan would be carried out.
+	OutcomePlanned = "Planned"
+)
+
+// PreparedCluster is one cluster of `graduator prepare -o json`. The JSON
+// field names are a contract.
+type PreparedCluster struct {
+	Outcome string        `json:"outcome"`
+	Why     string        `json:"why,omitempty"`
+	Error   *ClusterError `json:"error,omitempty"`
+	CRDs    []PreparedCRD `json:"crds"`
+	// Reported is what the scan found and prepare does not act on.
+	Reported   []scan.Finding `json:"reported"`
+	StartedAt  time.Time      `json:"startedAt"`
+	FinishedAt time.Time      `json:"finishedAt"`
+}
+
+// PreparedCRD is one CRD of a cluster's plan and what became of it.
+type PreparedCRD struct {
+	prepare.CRDPlan `json:",inline"`
+	Outcome         string `json:"outcome"`
+	// Refused says why the CRD was refused or left unfinished.
+	Refused   string `json:"refused,omitempty"`
+	Listed    int64  `json:"listed"`
+	Rewritten int64  `json:"rewritten"`
+	Skipped   int64  `json:"skipped"`
+	Failed    int64  `json:"failed"`
+	Pruned    bool   `json:"pruned"`
+	// StoredVersions is status.storedVersions when the CRD was done.
+	StoredVersions []string   `json:"storedVersions,omitempty"`
+	StartedAt      *time.Time `json:"startedAt,omitempty"`
+	FinishedAt     *time.Time `json:"finishedAt,omitempty"`
+}
+
+// Run prepares every cluster and reports; see the command's exit codes.
+func (o *PrepareOptions) Run(ctx context.Context) error {
+	targets := o.scan.targets
+	view := newFleetView(o.ErrOut, targets, pickProgressMode(o.ErrOut, false, o.scan.output == "json"))
+	defer view.stop()
+	untimed := make([]cluster, len(targets))
+	for i, t := range targets {
+		untimed[i] = t
+		untimed[i].Timeout = 0 // the read has its timeout; a migration takes as long as it takes
+	}
+	results, errs := eachCluster(ctx, untimed, o.scan.clusters.parallel, func(ctx context.Context, cfg *rest.Config) (PreparedCluster, error) {
+		i := slices.IndexFunc(targets, func(t cluster) bool { return t.Config == cfg })
+		pc, err := o.prepareCluster(ctx, targets[i], view.cluster(i))
+		if err != nil {
+			pc.Outcome, pc.Error = OutcomeUnreachable, clusterError(err)
+			pc.Why = pc.Error.Reason + ": " + pc.Error.Message
+		}
+		view.cluster(i).finished(pc)
+		return pc, nil
+	})
+	out := map[string]PreparedCluster{}
+	contexts := make([]string, len(targets))
+	for i, t := range targets {
+		contexts[i] = t.Context
+		pc := results[i]
+		if errs[i] != nil { // its kubeconfig entry did not make a client
+			pc.Outcome, pc.Error = OutcomeUnreachable, clusterError(errs[i])
+			pc.Why = pc.Error.Reason + ": " + pc.Error.Message
+			view.cluster(i).finished(pc)
+		}
+		if pc.CRDs == nil {
+			pc.CRDs = []PreparedCRD{}
+		}
+		if pc.Reported == nil {
+			pc.Reported = []scan.Finding{}
+		}
+		out[t.Context] = pc
+	}
+	view.stop()
+	if o.scan.output == "json" {
+		if err := printJSON(o.Out, out, &printers.JSONPrinter{}); err != nil {
+			return err
+		}
+	} else {
+		printPrepared(o.Out, contexts, out)
+	}
+	return prepareVerdict(contexts, out)
+}
+
+// prepareVerdict is the exit: 1 when a cluster refused (a person must act
+// there, whatever the others say), else 2 when one was not read or not
+// finished (running again may be enough), else none (0).
+func prepareVerdict(contexts []string, out map[string]PreparedCluster) error {
+	by := map[string][]string{}
+	for _, name := range contexts {
+		by[out[name].Outcome] = append(by[out[name].Outcome], name)
+	}
+	switch {
+	case len(by[OutcomeRefused]) > 0:
+		return &exitError{code: ExitError, err: fmt.Errorf("%d of %d clusters refused: %s", len(by[OutcomeRefused]), len(contexts),
+			strings.Join(by[OutcomeRefused], ", "))}
+	case len(by[OutcomeUnreachable])+len(by[OutcomeUnfinished]) > 0:
+		not := append(by[OutcomeUnreachable], by[OutcomeUnfinished]...)
+		return &exitError{code: ExitBadInput, err: fmt.Errorf("%d of %d clusters were not read or not finished: %s; run the same command again",
+			len(not), len(contexts), strings.Join(not, ", "))}
+	}
+	return nil
+}
+
+// prepareCluster reads one cluster as the scan does, plans, checks the
+// caller's rights for the whole plan, then carries the plan out one CRD
+// after another. An error is a cluster that could not be read (or whose
+// rights could not be reviewed).
+func (o *PrepareOptions) prepareCluster(ctx context.Context, t cluster, view *clusterView) (pc PreparedCluster, _ error) {
+	pc.StartedAt = time.Now()
+	defer func() { pc.FinishedAt = time.Now() }()
+	readCtx, cancel := context.WithTimeout(ctx, t.Timeout)
+	c, _, err := readCluster(readCtx, t.Config, o.scan.release, o.scan.config)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && readCtx.Err() != nil {
+			err = fmt.Errorf("no answer within %s (--request-timeout): %w", t.Timeout, err)
+		}
+		return pc, err
+	}
+	plan := prepare.For(c)
+	pc.Reported = plan.Reported
+	for _, p := range plan.CRDs {
+		crd := PreparedCRD{CRDPlan: p, Outcome: OutcomePlanned}
+		if p.Verdict == prepare.Refuse {
+			crd.Outcome, crd.Refused = OutcomeRefused, strings.Join(p.Why, "; ")
+		}
+		pc.CRDs = append(pc.CRDs, crd)
+	}
+	view.planned(plan)
+	d, err := o.driver(t.Config, view)
+	if err != nil {
+		return pc, err
+	}
+	if why, err := o.mayPrepare(ctx, d, &c, plan); err != nil {
+		return pc, err
+	} else if why != "" {
+		pc.Outcome, pc.Why = OutcomeRefused, why
+		for i := range pc.CRDs {
+			if pc.CRDs[i].Outcome == OutcomePlanned {
+				pc.CRDs[i].Outcome, pc.CRDs[i].Refused = OutcomeRefused, "not started: a right is missing in this cluster"
+			}
+		}
+		return pc, nil
+	}
+	if o.dryRun {
+		pc.Outcome = clusterOutcome(pc.CRDs, OutcomePlanned)
+		return pc, nil
+	}
+	for i := range pc.CRDs {
+		if pc.CRDs[i].Verdict != prepare.Migrate {
+			continue
+		}
+		if ctx.Err() != nil {
+			pc.CRDs[i].Outcome, pc.CRDs[i].Refused = OutcomeUnfinished, "interrupted before it started"
+			continue
+		}
+		view.started(i, pc.CRDs[i].CRD)
+		o.prepareCRD(ctx, d, &pc.CRDs[i])
+		view.crdDone(pc.CRDs[i])
+	}
+	pc.Outcome = clusterOutcome(pc.CRDs, OutcomeReady)
+	pc.Why = clusterWhy(pc.CRDs)
+	return pc, nil
+}
+
+// clusterOutcome: Refused when a CRD was refused, Unfinished when one was
+// not finished, else done (Ready, or Planned for a dry run with a plan).
+func clusterOutcome(crds []PreparedCRD, done string) string {
+	outcome := OutcomeReady
+	for _, c := range crds {
+		switch c.Outcome {
+		case OutcomeRefused:
+			return OutcomeRefused
+		case OutcomeUnfinished:
+			outcome = OutcomeUnfinished
+		case OutcomePlanned:
+			if outcome == OutcomeReady {
+				outcome = done
+			}
+		}
+	}
+	return outcome
+}
+
+// clusterWhy names the CRDs refused or unfinished and why.
+func clusterWhy(crds []PreparedCRD) string {
+	var why []string
+	for _, c := range crds {
+		if c.Refused != "" {
+			why = append(why, c.CRD+": "+c.Refused)
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// mayPrepare checks, before anything is written in the cluster, that the
+// caller may carry out every CRD of the plan: a denial refuses the whole
+// cluster (why names the rules to add). An error is a review that could not
+// be made.
+func (o *PrepareOptions) mayPrepare(ctx context.Context, d *driver.Driver, c *scan.Cluster, plan prepare.Plan) (string, error) {
+	var denied []string
+	for _, p := range plan.CRDs {
+		if p.Verdict != prepare.Migrate {
+			continue
+		}
+		i := slices.IndexFunc(c.CRDs, func(crd apiextensionsv1.CustomResourceDefinition) bool { return crd.Name == p.CRD })
+		err := d.CheckAccess(ctx, o.policy(p.CRD), &c.CRDs[i], p.StorageVersion)
+		var deny *access.Denied
+		switch {
+		case errors.As(err, &deny):
+			denied = append(denied, p.CRD+": "+deniedAdvice(deny))
+		case err != nil:
+			return "", fmt.Errorf("check access for %s: %w", p.CRD, err)
+		}
+	}
+	return strings.Join(denied, "; "), nil
+}
+
+// deniedAdvice says what is missing and the rule that grants it to the
+// identity prepare runs as: the objects' group, as the chart's
+// prepare.groups grants it; the CRD's own rights, as the denial names them.
+func deniedAdvice(deny *access.Denied) string {
+	if !slices.ContainsFunc(deny.Missing, func(m authorizationv1.ResourceAttributes) bool { return m.Group == deny.Resource.Group }) {
+		return deny.Error()
+	}
+	var missing []string
+	for _, m := range deny.Missing {
+		missing = append(missing, m.Verb+" "+access.Describe(m))
+	}
+	return fmt.Sprintf("not allowed to %s; grant the rule %s (with the Helm chart: --set prepare.groups={%s}, or "+
+		"config/prepare/role.yaml beside it); nothing was changed", strings.Join(missing, ", "), deny.Rule(), deny.Resource.Group)
+}
+
+// prepareCRD carries out one CRD's plan through the graduation's driver, as
+// `graduator migrate --prune` does: preflight and round-trip proof, the
+// migration, the prune. The graduation's state is kept on the CRD (see
+// prepareStore) so that a rerun resumes.
+func (o *PrepareOptions) prepareCRD(ctx context.Context, d *driver.Driver, crd *PreparedCRD) {
+	started := time.Now()
+	crd.StartedAt = &started
+	defer func() { now := time.Now(); crd.FinishedAt = &now }()
+	store := &prepareStore{durable: &driver.CRDStore{Client: d.Client, Reader: d.Reader, Spec: o.policy(crd.CRD).Spec, Name: crd.CRD}}
+	policy, err := store.Load(ctx)
+	if err != nil || policy == nil {
+		crd.Outcome, crd.Refused = OutcomeUnfinished, fmt.Sprintf("read the CRD: %v (deleted meanwhile?)", err)
+		return
+	}
+	out, err := d.Finish(ctx, store, policy, driverWait)
+	result := driver.RunResult(policy.Status)
+	crd.Listed, crd.Rewritten, crd.Skipped, crd.Failed = result.Listed, result.Rewritten, result.Skipped, result.Failed
+	live := &apiextensionsv1.CustomResourceDefinition{}
+	if getErr := d.Reader.Get(context.WithoutCancel(ctx), client.ObjectKey{Name: crd.CRD}, live); getErr == nil {
+		crd.StoredVersions = live.Status.StoredVersions
+	}
+	crd.Pruned = slices.Equal(crd.StoredVersions, []string{crd.StorageVersion})
+	switch {
+	case err != nil:
+		crd.Outcome, crd.Refused = OutcomeUnfinished, err.Error()
+		if ctx.Err() != nil {
+			crd.Refused = "interrupted; the same command resumes it"
+		}
+	case out.Failure() != nil:
+		crd.Outcome, crd.Refused = OutcomeRefused, out.Failure().Error()
+	case result.Failed > 0:
+		crd.Outcome, crd.Refused = OutcomeRefused, fmt.Sprintf("%d objects could not be rewritten (%s); storedVersions not pruned",
+			result.Failed, firstFailure(result.Failures))
+	case !crd.Pruned:
+		crd.Outcome, crd.Refused = OutcomeUnfinished, fmt.Sprintf("stopped in phase %s: %s", out.Step.Phase, out.Step.Message())
+	default:
+		crd.Outcome = OutcomeReady
+	}
+}
+
+func firstFailure(fs []migration.Failure) string {
+	if len(fs) == 0 {
+		return "none listed"
+	}
+	return "first: " + fs[0].String()
+}
+
+// policy is the graduation prepare runs on a CRD: GitOps mode (the CRD's
+// own storage version is the target), the flags' tuning, no settle delay
+// (the storage version was set by the release before).
+func (o *PrepareOptions) policy(crd string) *graduatorv1alpha1.CRDVersionPolicy {
+	opts := o.engine
+	opts.WriteTo, opts.Priority = migration.WriteToObject, migration.PriorityBackground
+	return &graduatorv1alpha1.CRDVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: crd, Generation: 1},
+		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(opts, 0, o.acceptLoss)},
+	}
+}
+
+// prepareNeeds are the rights prepare needs on a CRD beyond migrating its
+// objects: patch the CRD (the annotation that keeps the graduation's
+// state) and its status (the prune).
+func prepareNeeds(crd *apiextensionsv1.CustomResourceDefinition) []authorizationv1.ResourceAttributes {
+	return []authorizationv1.ResourceAttributes{
+		{Verb: "get", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Name: crd.Name},
+		{Verb: "patch", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Name: crd.Name},
+		{Verb: "patch", Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions", Subresource: "status", Name: crd.Name},
+	}
+}
+
+// driver is the graduation's driver for one cluster, with clients of its
+// own, taking the steps `graduator migrate --prune` takes.
+func (o *PrepareOptions) driver(cfg *rest.Config, view *clusterView) (*driver.Driver, error) {
+	scheme := runtime.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("create the client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the dynamic client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the discovery client: %w", err)
+	}
+	authz, err := authorizationv1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create the authorization client: %w", err)
+	}
+	allowed := []graduation.Action{graduation.ActionPreflight, graduation.ActionMigrate, graduation.ActionPrune}
+	return &driver.Driver{
+		Clients: driver.Clients{Client: c, Reader: c, Dynamic: dyn, Config: cfg, Discovery: disco,
+			Reviews: authz.SelfSubjectAccessReviews()},
+		Reporter:         view,
+		Allows:           func(a graduation.Action) bool { return slices.Contains(allowed, a) },
+		Needs:            prepareNeeds,
+		EtcdQuotaSetting: "the policy's spec.migration.etcdQuota",
+		Engine: func(opts *migration.Options) {
+			opts.OnProgress, opts.OnObject = view.progress, view.object
+		},
+	}, nil
+}
+
+// prepareStore keeps a CRD's graduation on the CRD (driver.CRDStore) from
+// the migration's first page on, and in memory before it: a plan refused
+// by the preflight or the proof writes nothing to the cluster, and a rerun
+// resumes a migration from its last saved page.
+type prepareStore struct {
+	durable *driver.CRDStore
+	held    *graduatorv1alpha1.CRDVersionPolicyStatus
+}
+
+// Load reads the graduation on the CRD; what was held in memory stands in
+// for it until a migration run is saved there.
+func (s *prepareStore) Load(ctx context.Context) (*graduatorv1alpha1.CRDVersionPolicy, error) {
+	policy, err := s.durable.Load(ctx)
+	if err != nil || policy == nil {
+		return policy, err
+	}
+	if s.held != nil && policy.Status.Migration == nil {
+		s.held.DeepCopyInto(&policy.Status)
+	}
+	return policy, nil
+}
+
+// Save holds the status in memory until it has a migration run, then
+// writes it on the CRD.
+func (s *prepareStore) Save(ctx context.Context, policy *graduatorv1alpha1.CRDVersionPolicy) error {
+	if policy.Status.Migration == nil {
+		s.held = policy.Status.DeepCopy()
+		return nil
+	}
+	return s.durable.Save(ctx, policy)
+}
