@@ -104,10 +104,20 @@ func newObjectClient(dyn dynamic.Interface, opts Options, writers *limiter) (obj
 		}
 		m := metadataObjects{resource: md.Resource(opts.Resource), full: full.Resource(opts.Resource),
 			writeAt: opts.writeAt, at: map[string]metadata.Getter{}}
-		for _, v := range opts.WriteVersions {
-			gvr := opts.Resource
-			gvr.Version = v
-			m.at[v] = md.Resource(gvr)
+		if len(opts.WriteVersions) > 0 {
+			// An old version may be deprecated: one warning per write
+			// would flood the log.
+			quiet := rest.CopyConfig(cfg)
+			quiet.WarningHandler = rest.NoWarnings{}
+			old, err := metadata.NewForConfig(quiet)
+			if err != nil {
+				return nil, fmt.Errorf("create the metadata client: %w", err)
+			}
+			for _, v := range opts.WriteVersions {
+				gvr := opts.Resource
+				gvr.Version = v
+				m.at[v] = old.Resource(gvr)
+			}
 		}
 		return m, nil
 	}

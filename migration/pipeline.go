@@ -369,6 +369,12 @@ func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) 
 		if err == nil {
 			return Rewritten, written.ResourceVersion, nil
 		}
+		if obj.WriteAt != "" && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && !errclass.IsConversionError(err) {
+			// Admission may refuse writes at an old version (a policy
+			// against a deprecated one): write at Resource's instead.
+			obj.WriteAt = ""
+			continue
+		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return Failed, "", err
 		}
