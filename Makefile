@@ -170,12 +170,12 @@ demo: envtest-assets ## A whole graduation on an embedded control plane, narrate
 N ?= 5000
 # How many interleaved rounds the small and big sections run.
 ROUNDS ?= 1
-SECTIONS ?= small,big,curve,polite,intree,operator,rss,crds,snapshot,proof,scale
+SECTIONS ?= small,big,curve,polite,webhook,intree,operator,rss,crds,snapshot,proof,scale
 PLOTS ?= docs/bench
 # The scale section's population sizes in `make bench`: its 100,000-object point.
 SCALE_NS ?= 6000,100000
 .PHONY: bench
-bench: envtest-assets helm ## The benchmark (docs/benchmarks.md): engine vs GET+PUT vs 64-writer ceiling on small and 16 KB objects, politeness, the operator's flip-to-prune time, peak RSS, manager RSS vs CRD count, the CLI's RSS on a 20,000-object snapshot, the round-trip proof's cost, the scale section at SCALE_NS=6000,100000 objects. SECTIONS=small,big,curve,polite,intree,operator,rss,crds,snapshot,proof,scale selects parts; plots (PNG) go to PLOTS=docs/bench.
+bench: envtest-assets helm ## The benchmark (docs/benchmarks.md): engine vs GET+PUT vs 64-writer ceiling on small and 16 KB objects, politeness, the operator's flip-to-prune time, peak RSS, manager RSS vs CRD count, the CLI's RSS on a 20,000-object snapshot, the round-trip proof's cost, the scale section at SCALE_NS=6000,100000 objects. SECTIONS=small,big,curve,polite,webhook,intree,operator,rss,crds,snapshot,proof,scale selects parts; plots (PNG) go to PLOTS=docs/bench.
 	$(GO) build -o $(BIN)/bench ./test/bench
 	GO=$(GO) $(BIN)/bench -n $(N) -rounds $(ROUNDS) -sections $(SECTIONS) -plots $(PLOTS) -scale-ns $(SCALE_NS)
 
