@@ -369,9 +369,12 @@ func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) 
 		if err == nil {
 			return Rewritten, written.ResourceVersion, nil
 		}
-		if obj.WriteAt != "" && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && !errclass.IsConversionError(err) {
+		if obj.WriteAt != "" && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err)) &&
+			!errclass.IsConversionError(err) {
 			// Admission may refuse writes at an old version (a policy
-			// against a deprecated one): write at Resource's instead.
+			// against a deprecated one), or the version lack the /status
+			// written to: write at Resource's instead, which a deleted
+			// object refuses too.
 			obj.WriteAt = ""
 			continue
 		}

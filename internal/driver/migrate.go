@@ -76,7 +76,7 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	defer m.RunEnded(crd.Name)
 	pages := &pageHandler{d: d, g: g, step: step, status: r, metrics: m, counted: progressOf(r), cancel: cancel}
 	opts := d.engineOptions(policy.Spec.Migration, graduation.ResourceAt(crd, step.StorageVersion), progressOf(r))
-	opts.WriteVersions = writeVersions(crd, step.StorageVersion)
+	opts.WriteVersions = writeVersions(crd, step.StorageVersion, policy.Spec.Migration.WriteTo)
 	pages.door = opts.OnProgress
 	opts.OnProgress = func(p migration.Progress) { pages.handle(ctx, p) }
 	result, err := migration.Run(runCtx, d.Dynamic, opts)
@@ -231,8 +231,9 @@ func (d *Driver) engineOptions(settings graduatorv1alpha1.MigrationSettings, res
 // one old version an object is stored either in it (the write converts it
 // to storage exactly as the preflight's round-trip proof did) or already in
 // storage; with two, a write at one could convert an object stored in the
-// other through it, a path no proof covers.
-func writeVersions(crd *apiextensionsv1.CustomResourceDefinition, storage string) []string {
+// other through it, a path no proof covers. Writes to /status need the old
+// version to have that subresource too.
+func writeVersions(crd *apiextensionsv1.CustomResourceDefinition, storage string, writeTo graduatorv1alpha1.WriteTarget) []string {
 	if crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
 		return nil
 	}
@@ -243,7 +244,8 @@ func writeVersions(crd *apiextensionsv1.CustomResourceDefinition, storage string
 		}
 	}
 	if len(old) != 1 || !slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
-		return v.Name == old[0] && v.Served
+		return v.Name == old[0] && v.Served &&
+			(len(writeTo.Subresources()) == 0 || v.Subresources != nil && v.Subresources.Status != nil)
 	}) {
 		return nil
 	}
