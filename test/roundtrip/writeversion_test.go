@@ -17,11 +17,11 @@ limitations under the License.
 package roundtrip_test
 
 import (
-	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,39 +33,9 @@ import (
 )
 
 var _ = Describe("The migration's writes at the version the objects' writers used", func() {
-	// Pizzas created and then patched by two field managers at v1alpha1
-	// (two managedFields entries there), as controllers that have not moved
-	// to v1beta1 leave them; then v1beta1 stores.
 	const pizzas = 40
 	It("change nothing but the encoding, with at most 6 ConversionReviews per object", func(ctx SpecContext) {
-		webhook, err := pizzaenv.StartWebhook(ctx)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(webhook.Stop)
-		apply := func(n int) {
-			GinkgoHelper()
-			stage, err := pizzaenv.Stage(n)
-			Expect(err).NotTo(HaveOccurred())
-			webhook.PointConversionAt(stage)
-			Expect(gitops.Apply(ctx, env.Client, stage)).To(Succeed())
-			Expect(pizzaenv.WaitServed(ctx, env.Client, env.Dynamic, pizzaenv.CRDName)).To(Succeed())
-		}
-		apply(2) // v1alpha1 stores, v1beta1 served through the webhook
-		DeferCleanup(func(ctx SpecContext) {
-			Expect(envtestutil.DeleteCRD(ctx, env.Client, pizzaenv.CRDName, 2*time.Minute)).To(Succeed())
-		})
-		alpha := env.Dynamic.Resource(pizzaenv.Resource("v1alpha1")).Namespace("default")
-		for i := range pizzas {
-			obj := &unstructured.Unstructured{}
-			Expect(env.Client.Scheme().Convert(pizzaenv.SampleV1alpha1(i), obj, nil)).To(Succeed())
-			_, err := alpha.Create(ctx, obj, metav1.CreateOptions{FieldManager: "order-desk"})
-			Expect(err).NotTo(HaveOccurred())
-			_, err = alpha.Patch(ctx, obj.GetName(), types.MergePatchType,
-				[]byte(`{"metadata":{"annotations":{"restaurant.example.com/oven":"2"}}}`), metav1.PatchOptions{FieldManager: "oven"})
-			Expect(err).NotTo(HaveOccurred())
-		}
-		apply(3) // v1beta1 stores
-		waitStoredAs(ctx, pizzaenv.Resource("v1beta1"), "Pizza", "restaurant.example.com/v1beta1")
-		Expect(env.Etcd.Counts(ctx, "restaurant.example.com", "pizzas")).To(Equal(map[string]int{"restaurant.example.com/v1alpha1": pizzas}))
+		pizzasAtOldVersion(ctx, pizzas)
 		before := pizzaViews(ctx)
 		for _, obj := range before["v1alpha1"] {
 			Expect(obj.GetManagedFields()).To(HaveLen(2))
@@ -98,7 +68,70 @@ var _ = Describe("The migration's writes at the version the objects' writers use
 			}
 		}
 	})
+
+	It("go to the storage version where admission refuses the old one", func(ctx SpecContext) {
+		const n = 10
+		pizzasAtOldVersion(ctx, n)
+		policy, binding := envtestutil.DenyUpdates("no-v1alpha1-writes", "restaurant.example.com", "pizzas",
+			"request.requestKind.version != 'v1alpha1'", "v1alpha1 is read-only")
+		Expect(env.Client.Create(ctx, policy)).To(Succeed())
+		Expect(env.Client.Create(ctx, binding)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.Delete(ctx, binding)).To(Succeed())
+			Expect(env.Client.Delete(ctx, policy)).To(Succeed())
+		})
+		Eventually(func() bool {
+			_, err := env.Dynamic.Resource(pizzaenv.Resource("v1alpha1")).Namespace("default").Patch(ctx, pizzaenv.SampleV1alpha1(0).Name,
+				types.MergePatchType, []byte(`{}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return apierrors.IsInvalid(err) || apierrors.IsForbidden(err)
+		}).WithTimeout(30*time.Second).Should(BeTrue(), "the admission policy refuses writes at v1alpha1")
+
+		result, err := migration.Run(ctx, env.Dynamic, migration.Options{Resource: pizzaenv.Resource("v1beta1"), Config: env.Config,
+			WriteVersions: []string{"v1alpha1"}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(result.Complete).To(BeTrue())
+		Expect(result.Failed).To(BeZero(), "%v", result.Failures)
+		Expect(result.Rewritten).To(BeEquivalentTo(n))
+		Expect(env.Etcd.Counts(ctx, "restaurant.example.com", "pizzas")).To(Equal(map[string]int{"restaurant.example.com/v1beta1": n}))
+	})
 })
+
+// pizzasAtOldVersion installs the Pizza CRD with its webhook (stopped and
+// the CRD deleted when the spec ends) and n Pizzas created at v1alpha1 by
+// one field manager and annotated there by another (two managedFields
+// entries at v1alpha1, as controllers that have not moved to v1beta1 leave
+// them); then v1beta1 stores, and the Pizzas are still stored at v1alpha1.
+func pizzasAtOldVersion(ctx SpecContext, n int) {
+	GinkgoHelper()
+	webhook, err := pizzaenv.StartWebhook(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(webhook.Stop)
+	apply := func(stageNumber int) {
+		GinkgoHelper()
+		stage, err := pizzaenv.Stage(stageNumber)
+		Expect(err).NotTo(HaveOccurred())
+		webhook.PointConversionAt(stage)
+		Expect(gitops.Apply(ctx, env.Client, stage)).To(Succeed())
+		Expect(pizzaenv.WaitServed(ctx, env.Client, env.Dynamic, pizzaenv.CRDName)).To(Succeed())
+	}
+	apply(2) // v1alpha1 stores, v1beta1 served through the webhook
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(envtestutil.DeleteCRD(ctx, env.Client, pizzaenv.CRDName, 2*time.Minute)).To(Succeed())
+	})
+	alpha := env.Dynamic.Resource(pizzaenv.Resource("v1alpha1")).Namespace("default")
+	for i := range n {
+		obj := &unstructured.Unstructured{}
+		Expect(env.Client.Scheme().Convert(pizzaenv.SampleV1alpha1(i), obj, nil)).To(Succeed())
+		_, err := alpha.Create(ctx, obj, metav1.CreateOptions{FieldManager: "order-desk"})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = alpha.Patch(ctx, obj.GetName(), types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"restaurant.example.com/oven":"2"}}}`), metav1.PatchOptions{FieldManager: "oven"})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	apply(3) // v1beta1 stores
+	waitStoredAs(ctx, pizzaenv.Resource("v1beta1"), "Pizza", "restaurant.example.com/v1beta1")
+	Expect(env.Etcd.Counts(ctx, "restaurant.example.com", "pizzas")).To(Equal(map[string]int{"restaurant.example.com/v1alpha1": n}))
+}
 
 // pizzaViews reads every Pizza of namespace default at each served version,
 // keyed by version and name, without what a no-op write may change: the
@@ -118,7 +151,7 @@ func pizzaViews(ctx SpecContext) map[string]map[string]*unstructured.Unstructure
 				entries[j].Time = nil
 			}
 			obj.SetManagedFields(entries)
-			views[version][fmt.Sprint(obj.GetName())] = obj
+			views[version][obj.GetName()] = obj
 		}
 	}
 	return views
