@@ -22,12 +22,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
@@ -62,6 +64,9 @@ type webhookContender struct {
 func (b *bench) webhookSection(ctx context.Context) error {
 	n := b.opts.n
 	fmt.Printf("\n== a conversion webhook (the Pizza sample), two managedFields entries per object at v1alpha1, v1beta1 stores, N=%d, %d rounds ==\n", n, b.opts.rounds)
+	// The webhook server logs through controller-runtime: the section
+	// prints figures only.
+	ctrllog.SetLogger(logr.Discard())
 	webhook, err := pizzaenv.StartWebhook(ctx)
 	if err != nil {
 		return err
