@@ -181,7 +181,7 @@ demo: envtest-assets ## A whole graduation on an embedded control plane, narrate
 N ?= 5000
 # How many interleaved rounds the small and big sections run.
 ROUNDS ?= 1
-SECTIONS ?= small,big,curve,polite,intree,operator,rss,crds,snapshot,proof,scale
+SECTIONS ?= small,big,curve,polite,webhook,intree,operator,rss,crds,snapshot,proof,scale
 PLOTS ?= docs/bench
 # The scale section's population sizes in `make bench`: its 100,000-object point.
 SCALE_NS ?= 6000,100000

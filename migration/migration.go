@@ -22,7 +22,10 @@ limitations under the License.
 // and uid. Such a patch changes nothing, yet the API server re-encodes the
 // object in the storage version and writes it when the bytes differ, which is
 // exactly the migration. The preconditions make a concurrent write or delete
-// win: the object is never overwritten.
+// win: the object is never overwritten. The patch goes to Options.Resource's
+// version, or, for an object whose every managedFields entry was recorded at
+// one of Options.WriteVersions, to that version, where it costs the API
+// server fewer conversions; it is stored in the storage version either way.
 //
 // What counts as done is the package's invariant: an object is migrated only
 // when the API server acknowledged a write of it (2xx), a GET proves it gone

@@ -39,6 +39,9 @@ import (
 type objectRef struct {
 	Namespace, Name string
 	ObjectVersion
+	// WriteAt is the version the no-op write goes to when it is not
+	// Options.Resource's (writeVersion); empty for Resource's.
+	WriteAt string
 }
 
 // objectClient lists, reads and writes objects of one resource, keeping
@@ -47,7 +50,8 @@ type objectClient interface {
 	list(ctx context.Context, opts metav1.ListOptions) (page, error)
 	// get returns nil, nil when the object does not exist.
 	get(ctx context.Context, namespace, name string) (*ObjectVersion, error)
-	patch(ctx context.Context, namespace, name string, data []byte, subresources []string) (ObjectVersion, error)
+	// patch writes at version, Options.Resource's when empty.
+	patch(ctx context.Context, namespace, name, version string, data []byte, subresources []string) (ObjectVersion, error)
 	// size returns the size of the whole object as JSON, as etcd stores a
 	// custom resource.
 	size(ctx context.Context, namespace, name string) (int64, error)
@@ -98,9 +102,26 @@ func newObjectClient(dyn dynamic.Interface, opts Options, writers *limiter) (obj
 		if err != nil {
 			return nil, fmt.Errorf("create the dynamic client: %w", err)
 		}
-		return metadataObjects{md.Resource(opts.Resource), full.Resource(opts.Resource)}, nil
+		m := metadataObjects{resource: md.Resource(opts.Resource), full: full.Resource(opts.Resource),
+			writeAt: opts.writeAt, at: map[string]metadata.Getter{}}
+		if len(opts.WriteVersions) > 0 {
+			// An old version may be deprecated: one warning per write
+			// would flood the log.
+			quiet := rest.CopyConfig(cfg)
+			quiet.WarningHandler = rest.NoWarnings{}
+			old, err := metadata.NewForConfig(quiet)
+			if err != nil {
+				return nil, fmt.Errorf("create the metadata client: %w", err)
+			}
+			for _, v := range opts.WriteVersions {
+				gvr := opts.Resource
+				gvr.Version = v
+				m.at[v] = old.Resource(gvr)
+			}
+		}
+		return m, nil
 	}
-	return dynamicObjects{dyn, opts.Resource}, nil
+	return dynamicObjects{client: dyn, resource: opts.Resource, writeAt: opts.writeAt}, nil
 }
 
 // metricsReader reads the API server's /metrics with cfg, nil without one.
@@ -149,6 +170,10 @@ type metadataObjects struct {
 	// full reads a whole object now and then, to size the writes for the
 	// etcd space budget.
 	full dynamic.NamespaceableResourceInterface
+	// writeAt picks each listed object's write version; at holds the
+	// resource at each of Options.WriteVersions.
+	writeAt func([]metav1.ManagedFieldsEntry) string
+	at      map[string]metadata.Getter
 }
 
 func (m metadataObjects) list(ctx context.Context, opts metav1.ListOptions) (page, error) {
@@ -158,7 +183,9 @@ func (m metadataObjects) list(ctx context.Context, opts metav1.ListOptions) (pag
 	}
 	p := newPage(list.ListMeta, len(list.Items))
 	for i := range list.Items {
-		p.items = append(p.items, refOf(&list.Items[i].ObjectMeta))
+		ref := refOf(&list.Items[i].ObjectMeta)
+		ref.WriteAt = m.writeAt(list.Items[i].ManagedFields)
+		p.items = append(p.items, ref)
 	}
 	return p, nil
 }
@@ -168,8 +195,12 @@ func (m metadataObjects) get(ctx context.Context, namespace, name string) (*Obje
 	return versionOf(obj, err)
 }
 
-func (m metadataObjects) patch(ctx context.Context, namespace, name string, data []byte, subresources []string) (ObjectVersion, error) {
-	obj, err := m.resource.Namespace(namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, subresources...)
+func (m metadataObjects) patch(ctx context.Context, namespace, name, version string, data []byte, subresources []string) (ObjectVersion, error) {
+	resource := m.resource
+	if at, ok := m.at[version]; ok {
+		resource = at
+	}
+	obj, err := resource.Namespace(namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, subresources...)
 	if err != nil {
 		return ObjectVersion{}, err
 	}
@@ -206,6 +237,7 @@ func (m metadataObjects) revision(ctx context.Context) (string, error) {
 type dynamicObjects struct {
 	client   dynamic.Interface
 	resource schema.GroupVersionResource
+	writeAt  func([]metav1.ManagedFieldsEntry) string
 }
 
 func (d dynamicObjects) list(ctx context.Context, opts metav1.ListOptions) (page, error) {
@@ -218,7 +250,8 @@ func (d dynamicObjects) list(ctx context.Context, opts metav1.ListOptions) (page
 	for i := range list.Items {
 		obj := &list.Items[i]
 		p.items = append(p.items, objectRef{Namespace: obj.GetNamespace(), Name: obj.GetName(),
-			ObjectVersion: ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()}})
+			ObjectVersion: ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()},
+			WriteAt:       d.writeAt(obj.GetManagedFields())})
 	}
 	return p, nil
 }
@@ -234,8 +267,12 @@ func (d dynamicObjects) get(ctx context.Context, namespace, name string) (*Objec
 	return &ObjectVersion{UID: string(obj.GetUID()), ResourceVersion: obj.GetResourceVersion()}, nil
 }
 
-func (d dynamicObjects) patch(ctx context.Context, namespace, name string, data []byte, subresources []string) (ObjectVersion, error) {
-	obj, err := d.client.Resource(d.resource).Namespace(namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, subresources...)
+func (d dynamicObjects) patch(ctx context.Context, namespace, name, version string, data []byte, subresources []string) (ObjectVersion, error) {
+	gvr := d.resource
+	if version != "" {
+		gvr.Version = version
+	}
+	obj, err := d.client.Resource(gvr).Namespace(namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, subresources...)
 	if err != nil {
 		return ObjectVersion{}, err
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -90,6 +91,18 @@ type Options struct {
 	QPS float32
 	// WriteTo is where the no-op writes go; WriteToObject when empty.
 	WriteTo WriteTarget
+	// WriteVersions are other served versions a main pass write may go to:
+	// an object whose every managedFields entry was recorded at one of them
+	// is written there, which spares the API server the conversions its
+	// field manager makes for entries at another version than the
+	// request's (through a conversion webhook, most of a write's cost).
+	// The API server stores the object in the storage version whatever the
+	// request's. Name only versions objects are stored in whose round trip
+	// through the storage version was proven (the write converts as the
+	// proof's dry run does), and only with a conversion webhook: with
+	// strategy None nothing is gained and the old version's schema prunes.
+	// Empty: every write goes to Resource's version.
+	WriteVersions []string
 	// Resume is the progress of an earlier run to continue: its counts, its
 	// continue token and its Checkpoint. The zero value starts from the
 	// beginning. A fresh run can set only Resume.Checkpoint and
@@ -237,6 +250,15 @@ func ParseEtcdQuota(s string) (int64, error) {
 		return 0, fmt.Errorf("etcd quota %q is negative", s)
 	}
 	return q.Value(), nil
+}
+
+// writeAt is the version an object with these managedFields is written at,
+// empty for Resource's (writeVersion).
+func (o Options) writeAt(entries []metav1.ManagedFieldsEntry) string {
+	if v := writeVersion(entries, o.WriteVersions, o.Resource.Version); v != o.Resource.Version {
+		return v
+	}
+	return ""
 }
 
 func withDefaults(o Options) Options {

@@ -185,6 +185,11 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		ps.finish(pr, passedOver, nil, obj) // not written during the run
 		return
 	}
+	if ps.kind == catchUpPass {
+		// Others wrote these objects during the run, at any version, and
+		// a watch keeps no managedFields of them: Resource's version.
+		obj.WriteAt = ""
+	}
 	chunk, err := ps.reserveSpace(ps.ctx)
 	if err != nil {
 		ps.finish(pr, notCounted, nil, obj)
@@ -364,6 +369,15 @@ func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) 
 		if err == nil {
 			return Rewritten, written.ResourceVersion, nil
 		}
+		if obj.WriteAt != "" && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err)) &&
+			!errclass.IsConversionError(err) {
+			// Admission may refuse writes at an old version (a policy
+			// against a deprecated one), or the version lack the /status
+			// written to: write at Resource's instead, which a deleted
+			// object refuses too.
+			obj.WriteAt = ""
+			continue
+		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 			return Failed, "", err
 		}
@@ -378,7 +392,9 @@ func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) 
 		switch Judge(target, current, checkpoint) {
 		case Retry:
 			if attempt < maxWriteAttempts {
-				target = *current
+				// Written meanwhile, perhaps at Resource's version: the
+				// listed managedFields no longer tell where it is cheap.
+				target, obj.WriteAt = *current, ""
 				continue
 			}
 			return Failed, "", fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
@@ -396,7 +412,7 @@ func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion)
 	backoff := retryBackoff
 	for {
 		start := time.Now()
-		written, err := r.objects.patch(ctx, obj.Namespace, obj.Name, NoOpPatch(target), r.opts.WriteTo.Subresources())
+		written, err := r.objects.patch(ctx, obj.Namespace, obj.Name, obj.WriteAt, NoOpPatch(target), r.opts.WriteTo.Subresources())
 		signal := Signal{Latency: time.Since(start), Throttled: errclass.Retriable(err) || errclass.IsTimeout(err)}
 		if err == nil {
 			signal.Revision, _ = strconv.ParseUint(written.ResourceVersion, 10, 64)

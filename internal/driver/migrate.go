@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -75,6 +76,7 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	defer m.RunEnded(crd.Name)
 	pages := &pageHandler{d: d, g: g, step: step, status: r, metrics: m, counted: progressOf(r), cancel: cancel}
 	opts := d.engineOptions(policy.Spec.Migration, graduation.ResourceAt(crd, step.StorageVersion), progressOf(r))
+	opts.WriteVersions = writeVersions(crd, step.StorageVersion, policy.Spec.Migration.WriteTo)
 	pages.door = opts.OnProgress
 	opts.OnProgress = func(p migration.Progress) { pages.handle(ctx, p) }
 	result, err := migration.Run(runCtx, d.Dynamic, opts)
@@ -221,6 +223,33 @@ func (d *Driver) engineOptions(settings graduatorv1alpha1.MigrationSettings, res
 		d.Engine(&opts)
 	}
 	return opts
+}
+
+// writeVersions are the old versions the engine may send a write at
+// (migration.Options.WriteVersions): the one old version objects may still
+// be stored in, when it is served and a conversion webhook converts. With
+// one old version an object is stored either in it (the write converts it
+// to storage exactly as the preflight's round-trip proof did) or already in
+// storage; with two, a write at one could convert an object stored in the
+// other through it, a path no proof covers. Writes to /status need the old
+// version to have that subresource too.
+func writeVersions(crd *apiextensionsv1.CustomResourceDefinition, storage string, writeTo graduatorv1alpha1.WriteTarget) []string {
+	if crd.Spec.Conversion == nil || crd.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter {
+		return nil
+	}
+	var old []string
+	for _, v := range crd.Status.StoredVersions {
+		if v != storage {
+			old = append(old, v)
+		}
+	}
+	if len(old) != 1 || !slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
+		return v.Name == old[0] && v.Served &&
+			(len(writeTo.Subresources()) == 0 || v.Subresources != nil && v.Subresources.Status != nil)
+	}) {
+		return nil
+	}
+	return old
 }
 
 // PolicyEtcdQuotaSetting is where a policy tells etcd's quota.

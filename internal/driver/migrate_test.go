@@ -17,6 +17,7 @@ limitations under the License.
 package driver
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +118,46 @@ func TestSweepSurvivesTheStatus(t *testing.T) {
 				t.Errorf("sweepFrom(%q) = %q, %q; want %q, %q...", got, mode, reason, tc.wantMode, tc.wantReasonHead)
 			}
 		})
+	}
+}
+
+func TestWriteVersions(t *testing.T) {
+	crd := func(strategy apiextensionsv1.ConversionStrategyType, stored []string, served map[string]bool, status ...string) *apiextensionsv1.CustomResourceDefinition {
+		c := &apiextensionsv1.CustomResourceDefinition{}
+		c.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: strategy}
+		for _, v := range []string{"v1alpha1", "v1beta1", "v1"} {
+			version := apiextensionsv1.CustomResourceDefinitionVersion{Name: v, Served: served[v], Storage: v == "v1"}
+			if slices.Contains(status, v) {
+				version.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+			}
+			c.Spec.Versions = append(c.Spec.Versions, version)
+		}
+		c.Status.StoredVersions = stored
+		return c
+	}
+	all := map[string]bool{"v1alpha1": true, "v1beta1": true, "v1": true}
+	tests := []struct {
+		name    string
+		crd     *apiextensionsv1.CustomResourceDefinition
+		writeTo graduatorv1alpha1.WriteTarget
+		want    []string
+	}{
+		{"a webhook and one old version: it", crd(apiextensionsv1.WebhookConverter, []string{"v1beta1", "v1"}, all), "", []string{"v1beta1"}},
+		{"no conversion: nothing to gain", crd(apiextensionsv1.NoneConverter, []string{"v1beta1", "v1"}, all), "", nil},
+		{"two old versions: a write at one could convert through it", crd(apiextensionsv1.WebhookConverter, []string{"v1alpha1", "v1beta1", "v1"}, all), "", nil},
+		{"the old version is not served", crd(apiextensionsv1.WebhookConverter, []string{"v1beta1", "v1"}, map[string]bool{"v1": true}), "", nil},
+		{"writes to /status, which the old version lacks", crd(apiextensionsv1.WebhookConverter, []string{"v1beta1", "v1"}, all, "v1"), graduatorv1alpha1.WriteToStatus, nil},
+		{"writes to /status, which both versions have", crd(apiextensionsv1.WebhookConverter, []string{"v1beta1", "v1"}, all, "v1beta1", "v1"), graduatorv1alpha1.WriteToStatus, []string{"v1beta1"}},
+		{"nothing stored elsewhere", crd(apiextensionsv1.WebhookConverter, []string{"v1"}, all), "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := writeVersions(tt.crd, "v1", tt.writeTo); !slices.Equal(got, tt.want) {
+				t.Errorf("writeVersions = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if got := writeVersions(&apiextensionsv1.CustomResourceDefinition{}, "v1", ""); got != nil {
+		t.Errorf("writeVersions of a CRD without spec.conversion = %v, want none", got)
 	}
 }

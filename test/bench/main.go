@@ -42,6 +42,14 @@ limitations under the License.
 //     and serviceaccount (the engine as the chart's ServiceAccount, under
 //     the chart's FlowSchema and PriorityLevelConfiguration rendered by
 //     helm; the other clients an ordinary user).
+//   - webhook: the sample Pizza API behind its conversion webhook, each
+//     object with the two managedFields entries two field managers left at
+//     v1alpha1, v1beta1 the storage version: the 64-writer ceiling at the
+//     storage version, the engine at its defaults (writes at v1alpha1, as
+//     the operator sends them) and the engine writing at the storage
+//     version, their objects/s and the API server's ConversionReviews per
+//     object; then the politeness rule beside that migration (an 8-writer
+//     foreground's share of its rate alone).
 //   - intree: the in-tree StorageVersionMigration (kube-controller-manager's
 //     migrator, started for the section) against the engine at its
 //     defaults, on N small objects each round.
@@ -102,7 +110,7 @@ import (
 	"github.com/graduator/graduator/test/envtestutil"
 )
 
-var allSections = []string{"small", "big", "curve", "polite", "intree", "operator", "rss", "crds", "snapshot", "proof", "scale", "listpages"}
+var allSections = []string{"small", "big", "curve", "polite", "webhook", "intree", "operator", "rss", "crds", "snapshot", "proof", "scale", "listpages"}
 
 // optionalSections run only when -sections names them.
 var optionalSections = []string{"untold"}
@@ -383,6 +391,7 @@ func run(ctx context.Context, o options) (err error) {
 			return b.curve(ctx, "16 KB", strings.Repeat("x", o.bigBytes))
 		}},
 		{"polite", b.polite},
+		{"webhook", b.webhookSection},
 		{"intree", b.intree},
 		{"operator", b.operator},
 		{"rss", b.rss},
