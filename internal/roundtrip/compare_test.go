@@ -176,8 +176,8 @@ func TestSampleCoversEveryPath(t *testing.T) {
 			kept++
 		}
 	}
-	if s.Listed != 5000 || kept != 3 || len(s.Objects) != 3 {
-		t.Fatalf("listed %d, kept %d (%d objects), want 5000 and 3", s.Listed, kept, len(s.Objects))
+	if s.Listed != 5000 || kept != 3 || len(s.Objects()) != 3 {
+		t.Fatalf("listed %d, kept %d (%d objects), want 5000 and 3", s.Listed, kept, len(s.Objects()))
 	}
 	if s.Carriers["/spec/rare"] != 1 || s.Carriers["/spec/parts/*/name"] != 50 || s.Paths() != 4 {
 		t.Errorf("carriers %v", s.Carriers)
