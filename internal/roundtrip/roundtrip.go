@@ -33,8 +33,8 @@ limitations under the License.
 // which the API server encodes to the storage version and decodes back);
 // before, the CRD's conversion webhook asked directly with the
 // ConversionReviews the API server would send, in both directions, each
-// answer pruned by the schema of its version as the API server prunes (with
-// strategy None only the pruning applies).
+// answer pruned and defaulted by the schema of its version as the API
+// server does on reading (with strategy None only these apply).
 //
 // What it cannot see: a conversion whose output depends on anything but
 // the object (the time, another object, the webhook's own state), a field
@@ -379,14 +379,15 @@ func (t *tally) losses(carriers map[string]int) (losses, accepted []Loss) {
 
 // carriersUnder is how many listed objects carry path, or, for a path
 // above the carried ones (all of /status lost), the most that carry one
-// path under it.
+// path under it, or, for a path inside a carried value (a field of a JSON
+// annotation), how many carry that value.
 func carriersUnder(carriers map[string]int, path string) int {
 	if n, ok := carriers[path]; ok {
 		return n
 	}
 	most := 0
 	for p, n := range carriers {
-		if strings.HasPrefix(p, path+"/") {
+		if strings.HasPrefix(p, path+"/") || strings.HasPrefix(path, p+"/") {
 			most = max(most, n)
 		}
 	}

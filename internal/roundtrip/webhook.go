@@ -33,6 +33,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -49,8 +50,8 @@ const reviewBatch = 100
 
 // converter is a CRD's conversion as the API server runs it, before the
 // storage version is the target: the conversion webhook, or with strategy
-// None a rewrite of apiVersion, followed by the pruning by the schema of
-// the version converted to.
+// None a rewrite of apiVersion, followed by the pruning and the defaulting
+// by the schema of the version converted to.
 type converter struct {
 	group string
 	// webhook is nil for strategy None.
@@ -141,6 +142,9 @@ func (c *converter) convert(ctx context.Context, objs []*unstructured.Unstructur
 	if s := c.schemas[version]; s != nil {
 		for _, obj := range out {
 			pruning.Prune(obj.Object, s, true)
+			// The API server defaults what it reads at a version: a zero
+			// the conversion dropped comes back as the schema's default.
+			structuraldefaulting.Default(obj.Object, s)
 		}
 	}
 	return out, nil
