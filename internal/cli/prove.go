@@ -18,7 +18,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -182,7 +181,8 @@ func (o *ProveOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if !result.Lossless() {
-		return &exitError{code: ExitError, err: errors.New(result.Message())}
+		return &exitError{code: ExitError, err: fmt.Errorf("%s; fix the conversion webhook or the schema of %s, or %s",
+			result.Message(), result.Target, acceptLossFlags(result.LostPaths()))}
 	}
 	return nil
 }

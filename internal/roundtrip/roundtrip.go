@@ -166,6 +166,18 @@ func (r Result) Lossless() bool {
 	return true
 }
 
+// LostPaths are the paths lost and not accepted, of every version, each
+// once, sorted.
+func (r Result) LostPaths() []string {
+	set := map[string]struct{}{}
+	for _, v := range r.Versions {
+		for _, l := range v.Losses {
+			set[l.Path] = struct{}{}
+		}
+	}
+	return sortedKeys(set)
+}
+
 // AcceptedLosses are the accepted losses of every version.
 func (r Result) AcceptedLosses() []Loss {
 	var out []Loss
