@@ -33,7 +33,6 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -144,10 +143,56 @@ func (c *converter) convert(ctx context.Context, objs []*unstructured.Unstructur
 			pruning.Prune(obj.Object, s, true)
 			// The API server defaults what it reads at a version: a zero
 			// the conversion dropped comes back as the schema's default.
-			structuraldefaulting.Default(obj.Object, s)
+			applyDefaults(obj.Object, s)
 		}
 	}
 	return out, nil
+}
+
+// applyDefaults sets, in v, each field s defaults that v lacks, or holds
+// as a null s does not allow, as the API server does when it reads an
+// object at a version. The API server's own function lives in a package
+// that also holds the schema's CEL validation, which every door (the
+// libraries too) would then link; the rule is this walk.
+func applyDefaults(v any, s *structuralschema.Structural) {
+	if s == nil {
+		return
+	}
+	fill := func(cur any, ok bool, field *structuralschema.Structural) (any, bool) {
+		if field == nil || field.Default.Object == nil || ok && (cur != nil || field.Generic.Nullable) {
+			return cur, false
+		}
+		return runtime.DeepCopyJSONValue(field.Default.Object), true
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for name := range s.Properties {
+			field := s.Properties[name]
+			cur, ok := v[name]
+			if d, set := fill(cur, ok, &field); set {
+				v[name] = d
+			}
+		}
+		for name, cur := range v {
+			field, ok := s.Properties[name]
+			switch {
+			case ok:
+				applyDefaults(cur, &field)
+			case s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil:
+				if d, set := fill(cur, true, s.AdditionalProperties.Structural); set {
+					v[name] = d
+				}
+				applyDefaults(v[name], s.AdditionalProperties.Structural)
+			}
+		}
+	case []any:
+		for i := range v {
+			if d, set := fill(v[i], true, s.Items); set {
+				v[i] = d
+			}
+			applyDefaults(v[i], s.Items)
+		}
+	}
 }
 
 // webhookClient sends ConversionReviews to a CRD's conversion webhook.

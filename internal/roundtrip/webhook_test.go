@@ -204,3 +204,29 @@ func TestDroppedZeroComesBackDefaulted(t *testing.T) {
 		t.Errorf("losses (-want +got):\n%s", diff)
 	}
 }
+
+// applyDefaults fills what the API server fills on read: an absent field, a
+// null the schema does not allow, in lists and maps too; not a null it
+// allows, nor a value present.
+func TestApplyDefaults(t *testing.T) {
+	one := &apiextensionsv1.JSON{Raw: []byte("1")}
+	item := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"n": {Type: "integer", Default: one}}}
+	spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"absent":   {Type: "integer", Default: one},
+		"null":     {Type: "integer", Default: one},
+		"nullable": {Type: "integer", Default: one, Nullable: true},
+		"present":  {Type: "integer", Default: one},
+		"list":     {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &item}},
+	}}
+	s, err := structural(&apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj(t, `{"spec":{"null":null,"nullable":null,"present":5,"list":[{},{"n":2}]}}`)
+	applyDefaults(got, s)
+	want := obj(t, `{"spec":{"absent":1,"null":1,"nullable":null,"present":5,"list":[{"n":1},{"n":2}]}}`)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("applyDefaults (-want +got):\n%s", diff)
+	}
+}
