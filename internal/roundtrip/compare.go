@@ -128,10 +128,12 @@ func escape(key string) string {
 //     meaning: a workload scaled to zero comes back at one replica.
 //   - An empty list or map or a null of a is no loss when b lacks it or holds
 //     it empty or null: a typed client reads the same object, and a round
-//     trip through a typed webhook drops them (omitempty). It is a loss when
-//     b holds a value there: a default filled on read (a list defaulted to
-//     one item) or the conversion put one, and the object changes meaning.
-//   - What b adds where a holds nothing (a default) is no loss.
+//     trip through a typed webhook drops them (omitempty). An empty list or a
+//     null is a loss when b holds a value there: a default filled on read (a
+//     list defaulted to one item) or the conversion put one, and the object
+//     changes meaning.
+//   - What b adds where a holds nothing (a default, a key added to a map,
+//     an empty one too) is no loss.
 //   - An annotation whose value is a JSON object or list in both a and b
 //     (the fields a conversion keeps for a version that lacks them, such as
 //     Cluster API's conversion-data) is compared as JSON: the loss names the
@@ -146,7 +148,7 @@ func Compare(a, b map[string]any) []string {
 
 func lost(a, b any, path string, set map[string]struct{}) {
 	if empty(a) {
-		if !empty(b) {
+		if _, isMap := a.(map[string]any); !isMap && !empty(b) {
 			set[path] = struct{}{}
 		}
 		return
