@@ -260,3 +260,17 @@ func TestStatus(t *testing.T) {
 		t.Errorf("Status() (-want +got):\n%s", diff)
 	}
 }
+
+func TestCarriersUnder(t *testing.T) {
+	carriers := map[string]int{"/status/phase": 7, "/status/conditions/*/type": 5, "/metadata/annotations/example.com~1data": 3}
+	for path, want := range map[string]int{
+		"/status/phase": 7,
+		"/status":       7, // above the carried paths: the most under it
+		"/metadata/annotations/example.com~1data/spec/x": 3, // inside a carried JSON annotation
+		"/spec/other": 0,
+	} {
+		if got := carriersUnder(carriers, path); got != want {
+			t.Errorf("carriersUnder(%q) = %d, want %d", path, got, want)
+		}
+	}
+}
