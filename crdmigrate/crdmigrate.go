@@ -182,6 +182,7 @@ func Add(mgr ctrl.Manager, opts Options) error {
 			Needs:            needs,
 			EtcdQuota:        opts.EtcdQuota,
 			EtcdQuotaSetting: "crdmigrate.Options.EtcdQuota",
+			AcceptLoss:       driver.AcceptLossOption("crdmigrate.Options.AcceptLoss"),
 		},
 	}
 	selected := predicate.NewPredicateFuncs(func(o client.Object) bool {

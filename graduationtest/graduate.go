@@ -142,6 +142,7 @@ func (r *Rehearsal) driver() *driver.Driver {
 		},
 		Reporter:         reporter{r.t},
 		EtcdQuotaSetting: "graduationtest.Options.Migration.EtcdQuota",
+		AcceptLoss:       driver.AcceptLossOption("graduationtest.Options.AcceptLoss"),
 	}
 }
 

@@ -389,8 +389,11 @@ type MigrationSettings struct {
 
 	// RoundTripProof is how many objects the round-trip proof converts
 	// before the first migration write: Sample (the default) proves a
-	// sample that carries every field path present in the objects; Every
-	// proves every object, which costs about as much as the migration.
+	// sample that carries every field path and every value class present in
+	// the objects (per path its zero value, a null, each value of an
+	// enum-like path, the extremes, an empty and a one-item list or map);
+	// Every proves every object, which costs about as much as the
+	// migration.
 	// +optional
 	// +kubebuilder:default=Sample
 	RoundTripProof RoundTripProofScope `json:"roundTripProof,omitempty"`
@@ -414,8 +417,8 @@ type MigrationSettings struct {
 type RoundTripProofScope string
 
 const (
-	// RoundTripProofSample proves a sample carrying every field path
-	// present in the objects.
+	// RoundTripProofSample proves a sample carrying every field path and
+	// every value class present in the objects.
 	RoundTripProofSample RoundTripProofScope = "Sample"
 	// RoundTripProofEvery proves every object.
 	RoundTripProofEvery RoundTripProofScope = "Every"

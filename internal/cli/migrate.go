@@ -395,6 +395,7 @@ func (o *MigrateOptions) driver(progress *progressReporter, reporter driver.Repo
 		Allows:           func(a graduation.Action) bool { return slices.Contains(actions, a) },
 		RewriteAll:       o.force,
 		EtcdQuotaSetting: "--etcd-quota",
+		AcceptLoss:       acceptLossFlags,
 		Engine: func(opts *migration.Options) {
 			opts.OnProgress, opts.OnObject = progress.update, progress.object
 		},

@@ -18,7 +18,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -74,11 +73,13 @@ objects at that version and converts them old -> target -> old, the round trip a
 migration makes permanent, then compares each with itself. A field that comes back missing or
 different is lost; a field the conversion adds (a default) is not, nor is server-owned metadata.
 
-One paged pass keeps a sample that carries every field path present in the objects (--every
-proves every object). When the target is already the storage version, each object is
-round-tripped by a dry-run no-op write at its old version; before, the CRD's conversion
-webhook is asked directly, both ways, and the target schema's pruning applied (with strategy
-None, only the pruning). Nothing is written.
+One paged pass keeps a sample that carries every field path and every value class present in
+the objects: per path its zero value, a null, each value of a path holding no more than 16,
+the smallest and largest number, the longest string, an empty, a one-item and the longest
+list or map (--every proves every object). When the target is already the storage version,
+each object is round-tripped by a dry-run no-op write at its old version; before, the CRD's
+conversion webhook is asked directly, both ways, and each schema's pruning and defaulting
+applied (with strategy None, only those). Nothing is written.
 
 A conversion whose output depends on anything but the object cannot be proven this way.
 
@@ -105,7 +106,7 @@ input (bad flags included) or when the proof could not be made (a webhook unreac
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
 	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "Output format: text, json or markdown.")
 	cmd.Flags().StringVar(&o.proof.Target, "to", "", "The version the graduation goes to; the CRD's storage version when empty.")
-	cmd.Flags().BoolVar(&o.proof.Every, "every", false, "Prove every object, not a sample carrying every field path.")
+	cmd.Flags().BoolVar(&o.proof.Every, "every", false, "Prove every object, not a sample carrying every field path and value class.")
 	cmd.Flags().StringArrayVar(&o.proof.AcceptLoss, "accept-loss", nil,
 		"A field path whose loss is accepted (repeatable): a JSON pointer with * for list items, such as /status/conditions/*/reason.")
 	cmd.Flags().Int64Var(&o.proof.PageSize, "page-size", o.proof.PageSize, "Objects per LIST page.")
@@ -182,7 +183,8 @@ func (o *ProveOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if !result.Lossless() {
-		return &exitError{code: ExitError, err: errors.New(result.Message())}
+		return &exitError{code: ExitError, err: fmt.Errorf("%s; fix the conversion webhook or the schema of %s, or %s",
+			result.Message(), result.Target, acceptLossFlags(result.LostPaths()))}
 	}
 	return nil
 }

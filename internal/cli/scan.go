@@ -87,7 +87,9 @@ severity, why, and the command or policy that fixes it:
                                              storage version: a release that drops it is refused
   warning  stored-version-not-served         a stored version is no longer served
   warning  deprecated-storage-version        the storage version is deprecated
-  warning  deprecated-version-not-retired    a deprecated version is served and no policy unserves it
+  warning  deprecated-version-not-retired    a deprecated version is served and the CRD's policy does
+                                             not unserve it (info where no policy governs the CRD:
+                                             the vendor retires it; read its release notes)
   error    conversion-webhook-no-endpoint    the conversion webhook's Service has no ready endpoint
   info     conversion-webhook-not-checked    the scan may not read Services or EndpointSlices
   error    storage-version-migration-failed  an in-tree StorageVersionMigration failed
@@ -101,7 +103,9 @@ each within --request-timeout (30s when not set). A cluster that could not be re
 row with the reason; the others are still shown. -o json|yaml is keyed by context.
 
 Exits 0 when no finding is at or above --fail-on (default warning), 1 when one is, 2 on bad
-input (bad flags included) or when a cluster could not be read, as graduator check does.`,
+input (bad flags included) or when a cluster could not be read, as graduator check does.
+The default gates on what the cluster's own people can and should act on before the next
+upgrade; info (what the scan could not check, a vendor's deprecated version) never fails it.`,
 		Example: `  graduator scan --all-contexts
   graduator scan --context prod-eu,prod-us --fail-on error -o json
   helm template my-release chart/ | graduator scan --all-contexts --against -`,

@@ -17,6 +17,7 @@ limitations under the License.
 package driver
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -46,6 +47,14 @@ func Settings(tuning migration.Options, settle time.Duration, acceptLoss []strin
 		Priority:    graduatorv1alpha1.Priority(tuning.Priority),
 		SettleDelay: &metav1.Duration{Duration: settle},
 		AcceptLoss:  acceptLoss,
+	}
+}
+
+// AcceptLossOption is a library door's Driver.AcceptLoss: the lost paths
+// listed for its option (such as "crdmigrate.Options.AcceptLoss").
+func AcceptLossOption(option string) func(paths []string) string {
+	return func(paths []string) string {
+		return fmt.Sprintf("list the paths in %s: %s", option, strings.Join(paths, ", "))
 	}
 }
 

@@ -148,7 +148,11 @@ func (d *Driver) proveRoundTrip(ctx context.Context, g *run, target string) grad
 	status := proof.Status(g.crd.Generation, metav1.NewTime(d.now()))
 	g.policy.Status.RoundTrip = &status
 	if !proof.Lossless() {
-		return graduation.PreflightResult{Reason: graduation.ReasonConversionLossy, Message: proof.Message()}
+		result := graduation.PreflightResult{Reason: graduation.ReasonConversionLossy, Message: proof.Message()}
+		if d.AcceptLoss != nil {
+			result.AcceptLoss = d.AcceptLoss(proof.LostPaths())
+		}
+		return result
 	}
 	return graduation.PreflightResult{Passed: true}
 }

@@ -123,6 +123,10 @@ type PreflightResult struct {
 	// the object and the error.
 	Reason  string
 	Message string
+	// AcceptLoss is, for a lossy conversion, how a person accepts the lost
+	// paths at the door that ran the proof (the CLI's flags, a library's
+	// option); the policy's spec.migration.acceptLoss when empty.
+	AcceptLoss string
 }
 
 // Input is everything Plan looks at.

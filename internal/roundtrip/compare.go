@@ -22,6 +22,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // Wildcard stands for every item of a list in a field path: the loss of
@@ -114,8 +116,30 @@ func escape(key string) string {
 // or holds another value at: what a round trip from a to b lost. A path is
 // the highest one lost (all of /status/conditions gone is
 // /status/conditions, not each of its fields), list indices written as
-// Wildcard, each once, sorted. What b adds (a default) is no loss, nor is an
-// empty map or list or a null of a that b lacks.
+// Wildcard, each once, sorted.
+//
+// The rule for what comes back absent or different:
+//   - A value a holds (a string, a number, a bool, a non-empty list or map)
+//     that b lacks or holds another value at is lost, the zero value too: an
+//     explicit 0, false or "" that comes back absent is a loss. A client
+//     reading the object no longer finds the value it wrote, and where the
+//     schema defaults the field to another value (replicas 0 with a default
+//     of 1) the API server fills the default on read, so the object changes
+//     meaning: a workload scaled to zero comes back at one replica.
+//   - An empty list or map or a null of a is no loss when b lacks it or holds
+//     it empty or null: a typed client reads the same object, and a round
+//     trip through a typed webhook drops them (omitempty). An empty list or a
+//     null is a loss when b holds a value there: a default filled on read (a
+//     list defaulted to one item) or the conversion put one, and the object
+//     changes meaning.
+//   - What b adds where a holds nothing (a default, a key added to a map,
+//     an empty one too) is no loss.
+//   - An annotation whose value is a JSON object or list in both a and b
+//     (the fields a conversion keeps for a version that lacks them, such as
+//     Cluster API's conversion-data) is compared as JSON: the loss names the
+//     paths inside it that differ, under the annotation's path, so accepting
+//     the annotation's path accepts them. Equal JSON written differently is
+//     a loss of the annotation itself: its bytes changed.
 func Compare(a, b map[string]any) []string {
 	set := map[string]struct{}{}
 	lost(Content(a), Content(b), "", set)
@@ -124,6 +148,9 @@ func Compare(a, b map[string]any) []string {
 
 func lost(a, b any, path string, set map[string]struct{}) {
 	if empty(a) {
+		if _, isMap := a.(map[string]any); !isMap && !empty(b) {
+			set[path] = struct{}{}
+		}
 		return
 	}
 	switch a := a.(type) {
@@ -159,10 +186,48 @@ func lost(a, b any, path string, set map[string]struct{}) {
 			lost(av, bl[i], path+"/"+Wildcard, set)
 		}
 	default:
-		if !sameScalar(a, b) {
-			set[path] = struct{}{}
+		if sameScalar(a, b) {
+			return
 		}
+		if strings.HasPrefix(path, annotationsPath) && !strings.Contains(path[len(annotationsPath):], "/") {
+			if inside, ok := lostInJSON(a, b, path); ok {
+				for p := range inside {
+					set[p] = struct{}{}
+				}
+				return
+			}
+		}
+		set[path] = struct{}{}
 	}
+}
+
+// annotationsPath is the path of an object's annotations, with the slash
+// before an annotation's key.
+const annotationsPath = "/metadata/annotations/"
+
+// lostInJSON compares two annotation values as JSON when both are a JSON
+// object or list, and returns the paths under path that a loses; ok is
+// false when they are not both JSON or nothing inside differs.
+func lostInJSON(a, b any, path string) (map[string]struct{}, bool) {
+	as, _ := a.(string)
+	bs, _ := b.(string)
+	var aj, bj any
+	if !jsonDocument(as, &aj) || !jsonDocument(bs, &bj) {
+		return nil, false
+	}
+	set := map[string]struct{}{}
+	lost(aj, bj, path, set)
+	return set, len(set) > 0
+}
+
+// jsonDocument decodes s into v when s is a JSON object or list, numbers as
+// the API machinery decodes them.
+func jsonDocument(s string, v *any) bool {
+	s = strings.TrimSpace(s)
+	if s == "" || s[0] != '{' && s[0] != '[' {
+		return false
+	}
+	return utiljson.Unmarshal([]byte(s), v) == nil
 }
 
 // empty reports whether v carries no value: nil, an empty map or list.

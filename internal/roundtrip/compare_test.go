@@ -83,6 +83,40 @@ func TestCompare(t *testing.T) {
 			a:    `{"metadata":{"labels":{"l":"1"},"annotations":{"example.com/a":"1"},"ownerReferences":[{"uid":"o"}],"finalizers":["f"]}}`,
 			b:    `{"metadata":{}}`,
 			want: []string{"/metadata/annotations", "/metadata/finalizers", "/metadata/labels", "/metadata/ownerReferences"}},
+		{name: "an explicit zero that comes back absent is lost", a: `{"spec":{"replicas":0,"x":"1"}}`, b: `{"spec":{"x":"1"}}`,
+			want: []string{"/spec/replicas"}},
+		{name: "a zero that comes back as the schema's default is lost", a: `{"spec":{"replicas":0}}`, b: `{"spec":{"replicas":1}}`,
+			want: []string{"/spec/replicas"}},
+		{name: "a false that comes back absent is lost", a: `{"spec":{"paused":false,"x":"1"}}`, b: `{"spec":{"x":"1"}}`,
+			want: []string{"/spec/paused"}},
+		{name: "an empty string that comes back absent is lost", a: `{"spec":{"note":"","x":"1"}}`, b: `{"spec":{"x":"1"}}`,
+			want: []string{"/spec/note"}},
+		{name: "an empty list or map that comes back empty is no loss", a: `{"spec":{"l":[],"m":{}}}`, b: `{"spec":{"l":[],"m":{}}}`},
+		{name: "an empty list or a null that comes back defaulted is lost",
+			a: `{"spec":{"l":[],"z":null}}`, b: `{"spec":{"l":["default"],"z":"default"}}`,
+			want: []string{"/spec/l", "/spec/z"}},
+		{name: "keys added to an empty map are no loss (a default, an annotation the conversion keeps)",
+			a: `{"metadata":{},"spec":{"m":{}}}`, b: `{"metadata":{"annotations":{"example.com/stash":"{}"}},"spec":{"m":{"k":"v"}}}`},
+		{name: "an enum value that comes back absent is lost", a: `{"spec":{"tier":"legacy","x":"1"}}`, b: `{"spec":{"x":"1"}}`,
+			want: []string{"/spec/tier"}},
+		{name: "a JSON annotation names the paths inside it that differ",
+			a:    `{"metadata":{"annotations":{"example.com/conversion-data":"{\"spec\":{\"a\":1,\"b\":[{\"c\":\"x\"}],\"d\":\"same\"}}"}}}`,
+			b:    `{"metadata":{"annotations":{"example.com/conversion-data":"{\"spec\":{\"a\":2,\"b\":[{}],\"d\":\"same\"}}"}}}`,
+			want: []string{"/metadata/annotations/example.com~1conversion-data/spec/a", "/metadata/annotations/example.com~1conversion-data/spec/b/*/c"}},
+		{name: "a JSON annotation gone is the annotation",
+			a:    `{"metadata":{"annotations":{"example.com/conversion-data":"{\"a\":1}","k":"v"}}}`,
+			b:    `{"metadata":{"annotations":{"k":"v"}}}`,
+			want: []string{"/metadata/annotations/example.com~1conversion-data"}},
+		{name: "a JSON annotation rewritten with the same content is the annotation",
+			a:    `{"metadata":{"annotations":{"example.com/conversion-data":"{\"a\":1, \"b\":2}"}}}`,
+			b:    `{"metadata":{"annotations":{"example.com/conversion-data":"{\"b\":2,\"a\":1}"}}}`,
+			want: []string{"/metadata/annotations/example.com~1conversion-data"}},
+		{name: "an annotation that is not JSON is the annotation",
+			a:    `{"metadata":{"annotations":{"example.com/a":"{not json"}}}`,
+			b:    `{"metadata":{"annotations":{"example.com/a":"{"}}}`,
+			want: []string{"/metadata/annotations/example.com~1a"}},
+		{name: "a JSON string outside annotations is one value",
+			a: `{"spec":{"config":"{\"a\":1}"}}`, b: `{"spec":{"config":"{\"a\":2}"}}`, want: []string{"/spec/config"}},
 		{name: "a key with a slash is one escaped segment",
 			a: `{"metadata":{"annotations":{"example.com/a":"1","b":"2"}}}`, b: `{"metadata":{"annotations":{"b":"2"}}}`,
 			want: []string{"/metadata/annotations/example.com~1a"}},
@@ -142,6 +176,7 @@ func TestAccepts(t *testing.T) {
 		{[]string{"/spec/parts/*/n"}, "/spec/parts/*/n", true},
 		{[]string{"/metadata/annotations/*"}, "/metadata/annotations/example.com~1a", true},
 		{nil, "/spec/x", false},
+		{[]string{"/metadata/annotations/example.com~1conversion-data"}, "/metadata/annotations/example.com~1conversion-data/spec/a", true},
 	} {
 		if got := Accepts(tc.patterns, tc.path); got != tc.want {
 			t.Errorf("Accepts(%q, %q) = %v, want %v", tc.patterns, tc.path, got, tc.want)
@@ -176,8 +211,8 @@ func TestSampleCoversEveryPath(t *testing.T) {
 			kept++
 		}
 	}
-	if s.Listed != 5000 || kept != 3 || len(s.Objects) != 3 {
-		t.Fatalf("listed %d, kept %d (%d objects), want 5000 and 3", s.Listed, kept, len(s.Objects))
+	if s.Listed != 5000 || kept != 3 || len(s.Objects()) != 3 {
+		t.Fatalf("listed %d, kept %d (%d objects), want 5000 and 3", s.Listed, kept, len(s.Objects()))
 	}
 	if s.Carriers["/spec/rare"] != 1 || s.Carriers["/spec/parts/*/name"] != 50 || s.Paths() != 4 {
 		t.Errorf("carriers %v", s.Carriers)
@@ -223,5 +258,19 @@ func TestStatus(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Status() (-want +got):\n%s", diff)
+	}
+}
+
+func TestCarriersUnder(t *testing.T) {
+	carriers := map[string]int{"/status/phase": 7, "/status/conditions/*/type": 5, "/metadata/annotations/example.com~1data": 3}
+	for path, want := range map[string]int{
+		"/status/phase": 7,
+		"/status":       7, // above the carried paths: the most under it
+		"/metadata/annotations/example.com~1data/spec/x": 3, // inside a carried JSON annotation
+		"/spec/other": 0,
+	} {
+		if got := carriersUnder(carriers, path); got != want {
+			t.Errorf("carriersUnder(%q) = %d, want %d", path, got, want)
+		}
 	}
 }

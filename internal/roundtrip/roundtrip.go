@@ -22,23 +22,25 @@ limitations under the License.
 // the migration would make the loss permanent for every object.
 //
 // Which objects: one paged pass over the population keeps a sample that
-// covers every field path present (an object is kept when it carries a path
-// no kept object carries), or, with Options.Every, every object is proven
-// page by page.
+// covers every value class present (an object is kept when it brings a
+// class no kept object brings: per path its zero value, an explicit null,
+// each value of an enum-like path, the smallest and largest number, the
+// longest string, an empty, a one-item and the longest list or map; see
+// Sample.Add), or, with Options.Every, every object is proven page by page.
 //
 // Where B comes from: once the target is the storage version, a dryRun=All
 // no-op write of the object at its old version (the migration's own write,
 // which the API server encodes to the storage version and decodes back);
 // before, the CRD's conversion webhook asked directly with the
 // ConversionReviews the API server would send, in both directions, each
-// answer pruned by the schema of its version as the API server prunes (with
-// strategy None only the pruning applies).
+// answer pruned and defaulted by the schema of its version as the API
+// server does on reading (with strategy None only these apply).
 //
 // What it cannot see: a conversion whose output depends on anything but
 // the object (the time, another object, the webhook's own state), a field
 // path no object carries yet, and, with a sample, a loss that depends on a
-// value rather than on a path (Options.Every sees it). Prove writes
-// nothing.
+// value outside the classes (one of many values of a path, a combination of
+// values at two paths; Options.Every sees it). Prove writes nothing.
 package roundtrip
 
 import (
@@ -71,7 +73,8 @@ type Options struct {
 	// ValidPath) whose loss the policy's authors accept: such a loss is
 	// reported in Accepted, not in Losses. A path accepts the paths under it.
 	AcceptLoss []string
-	// Every proves every object instead of a sample covering every path.
+	// Every proves every object instead of a sample covering every value
+	// class (see Sample.Add).
 	Every bool
 	// PageSize is the LIST page size; paging.DefaultPageSize when 0.
 	PageSize int64
@@ -161,6 +164,18 @@ func (r Result) Lossless() bool {
 		}
 	}
 	return true
+}
+
+// LostPaths are the paths lost and not accepted, of every version, each
+// once, sorted.
+func (r Result) LostPaths() []string {
+	set := map[string]struct{}{}
+	for _, v := range r.Versions {
+		for _, l := range v.Losses {
+			set[l.Path] = struct{}{}
+		}
+	}
+	return sortedKeys(set)
 }
 
 // AcceptedLosses are the accepted losses of every version.
@@ -318,7 +333,7 @@ func proveVersion(ctx context.Context, objects dynamic.ResourceInterface, src so
 		if s, err = TakeSample(ctx, objects, opts.PageSize); err != nil {
 			return VersionResult{}, err
 		}
-		pairs, err := src.roundTrip(ctx, s.Objects)
+		pairs, err := src.roundTrip(ctx, s.Objects())
 		if err != nil {
 			return VersionResult{}, err
 		}
@@ -376,14 +391,15 @@ func (t *tally) losses(carriers map[string]int) (losses, accepted []Loss) {
 
 // carriersUnder is how many listed objects carry path, or, for a path
 // above the carried ones (all of /status lost), the most that carry one
-// path under it.
+// path under it, or, for a path inside a carried value (a field of a JSON
+// annotation), how many carry that value.
 func carriersUnder(carriers map[string]int, path string) int {
 	if n, ok := carriers[path]; ok {
 		return n
 	}
 	most := 0
 	for p, n := range carriers {
-		if strings.HasPrefix(p, path+"/") {
+		if strings.HasPrefix(p, path+"/") || strings.HasPrefix(path, p+"/") {
 			most = max(most, n)
 		}
 	}

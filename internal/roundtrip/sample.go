@@ -27,51 +27,226 @@ import (
 	"github.com/graduator/graduator/internal/paging"
 )
 
-// Sample is a set of objects that together carry every field path found
-// in a population of objects, and what the pass over them saw.
+// maxValuesPerPath bounds the distinct values a sample covers at one
+// path. A path with this many values or fewer is enum-like (a tier, a
+// phase, a mode, a small count): a conversion's switch that forgets one of
+// its cases loses only the objects holding that value, so each value needs
+// an object of its own. Sixteen is above the cases of the enums Kubernetes
+// APIs and the CRDs we prove carry, and it costs little on a path with many
+// values: the first sixteen values of every such path are mostly held by the
+// same first objects listed.
+const maxValuesPerPath = 16
+
+// Sample is a set of objects that together carry every value class found
+// in a population of objects (see Add), and what the pass over them saw.
 type Sample struct {
-	// Objects are the objects kept, in the order they were listed: an
-	// object is kept when it carries a path no object kept before carries.
-	Objects []*unstructured.Unstructured
 	// Listed is the number of objects the pass saw.
 	Listed int
 	// Carriers is, for each field path (see Paths), how many of the listed
 	// objects carry it.
 	Carriers map[string]int
 
+	// kept are the objects kept, in the order they were listed; nil where
+	// an object kept for a record (the largest number, the longest string,
+	// the longest list) lost it to a later one and brings nothing else.
+	kept []*unstructured.Unstructured
+	// refs counts the classes each kept object holds.
+	refs []int
+	// classes are the classes seen at each path (of a leaf, a list or a map,
+	// list indices written as Wildcard).
+	classes map[string]*classes
+
 	// countOnly counts paths without keeping objects (every object is
 	// proven, page by page).
 	countOnly bool
 }
 
-// NewSample returns an empty sample.
-func NewSample() *Sample {
-	return &Sample{Carriers: map[string]int{}}
+// classes are the value classes seen at one path, each held by one kept
+// object.
+type classes struct {
+	// zero ("", 0, false), null, an empty list or map, a list or map of one
+	// item: held by the first object that brought them.
+	zero, null, empty, one bool
+	// values are the distinct values seen while there were no more than
+	// maxValuesPerPath; overflow when there were more (the path is not
+	// enum-like).
+	values   map[any]struct{}
+	overflow bool
+	// min and max numbers, the longest string, the longest list or map:
+	// held by the last object that beat the record.
+	min, max, longest record
+	// counted is the Listed of the last object counted as a carrier.
+	counted int
 }
 
-// Add counts obj's paths and keeps a copy of obj when it carries a path
-// not yet covered; it reports whether it kept it.
+// record is the extreme seen at a path and the index of the kept object
+// holding it.
+type record struct {
+	set    bool
+	value  float64
+	holder int
+}
+
+// NewSample returns an empty sample.
+func NewSample() *Sample {
+	return &Sample{Carriers: map[string]int{}, classes: map[string]*classes{}}
+}
+
+// Add counts obj's paths and keeps obj when it brings a value class no kept
+// object brings; it reports whether it kept it. The classes of a path: its
+// zero value ("", 0, false), an explicit null, each distinct value while
+// the path holds no more than maxValuesPerPath of them, the smallest and the
+// largest number, the longest string, and for a list or a map empty, one
+// item, the most items. A record (smallest, largest, longest) is held by
+// one object, the last to beat it, so memory stays bounded by the classes,
+// not by the population. Add keeps obj itself, not a copy: the caller does
+// not change it afterwards.
 func (s *Sample) Add(obj *unstructured.Unstructured) bool {
 	s.Listed++
-	keep := false
-	for p := range pathSet(obj.Object) {
-		if s.Carriers[p] == 0 {
-			keep = true
+	if s.countOnly {
+		for p := range pathSet(obj.Object) {
+			s.Carriers[p]++
 		}
-		s.Carriers[p]++
+		return false
 	}
-	if keep && !s.countOnly {
-		s.Objects = append(s.Objects, obj.DeepCopy())
+	idx := len(s.kept)
+	s.refs = append(s.refs, 0)
+	s.visit(Content(obj.Object), "", idx)
+	if s.refs[idx] == 0 {
+		s.refs = s.refs[:idx]
+		return false
 	}
-	return keep
+	// A new Unstructured around obj's content: obj may be an item of a
+	// page, and a pointer to it would keep the whole page.
+	s.kept = append(s.kept, &unstructured.Unstructured{Object: obj.Object})
+	return true
+}
+
+// Objects are the objects kept, in the order they were listed.
+func (s *Sample) Objects() []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, 0, len(s.kept))
+	for _, o := range s.kept {
+		if o != nil {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Paths is the number of distinct field paths seen.
 func (s *Sample) Paths() int { return len(s.Carriers) }
 
+// visit notes the classes v brings at path for the object at index idx.
+func (s *Sample) visit(v any, path string, idx int) {
+	var c *classes
+	if path != "" {
+		if c = s.classes[path]; c == nil {
+			c = &classes{counted: -1}
+			s.classes[path] = c
+		}
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		if c != nil {
+			s.container(c, len(v), idx)
+		}
+		for k, child := range v {
+			s.visit(child, path+"/"+escape(k), idx)
+		}
+	case []any:
+		if c != nil {
+			s.container(c, len(v), idx)
+		}
+		for _, child := range v {
+			s.visit(child, path+"/"+Wildcard, idx)
+		}
+	case nil:
+		if c != nil && !c.null {
+			c.null = true
+			s.refs[idx]++
+		}
+	default:
+		if c.counted != s.Listed {
+			c.counted = s.Listed
+			s.Carriers[path]++
+		}
+		s.scalar(c, v, idx)
+	}
+}
+
+// container notes a list or a map of n items.
+func (s *Sample) container(c *classes, n, idx int) {
+	switch {
+	case n == 0 && !c.empty:
+		c.empty = true
+		s.refs[idx]++
+	case n == 1 && !c.one:
+		c.one = true
+		s.refs[idx]++
+	}
+	s.beat(&c.longest, float64(n), idx, func(n, best float64) bool { return n > best })
+}
+
+// scalar notes a string, a number or a bool.
+func (s *Sample) scalar(c *classes, v any, idx int) {
+	if isZero(v) && !c.zero {
+		c.zero = true
+		s.refs[idx]++
+	}
+	if !c.overflow {
+		if _, seen := c.values[v]; !seen {
+			if len(c.values) == maxValuesPerPath {
+				c.overflow, c.values = true, nil
+			} else {
+				if c.values == nil {
+					c.values = map[any]struct{}{}
+				}
+				c.values[v] = struct{}{}
+				s.refs[idx]++
+			}
+		}
+	}
+	if str, ok := v.(string); ok {
+		s.beat(&c.longest, float64(len(str)), idx, func(n, best float64) bool { return n > best })
+	} else if n, ok := number(v); ok {
+		s.beat(&c.min, n, idx, func(n, best float64) bool { return n < best })
+		s.beat(&c.max, n, idx, func(n, best float64) bool { return n > best })
+	}
+}
+
+// beat makes the object at idx the holder of r when value beats r's (or r
+// is not set), releasing the previous holder, which is dropped from the
+// sample when it holds nothing else.
+func (s *Sample) beat(r *record, value float64, idx int, better func(n, best float64) bool) {
+	if r.set && !better(value, r.value) {
+		return
+	}
+	if r.set {
+		s.refs[r.holder]--
+		if r.holder != idx && s.refs[r.holder] == 0 {
+			s.kept[r.holder] = nil
+		}
+	}
+	*r = record{set: true, value: value, holder: idx}
+	s.refs[idx]++
+}
+
+// isZero reports a JSON scalar's zero value: "", 0, false.
+func isZero(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return v == ""
+	case bool:
+		return !v
+	}
+	n, ok := number(v)
+	return ok && n == 0
+}
+
 // TakeSample makes one paged pass over the objects of objects (a resource
-// at one version) and returns a sample covering every field path present.
-// Memory holds one page and the kept objects, at most one per path.
+// at one version) and returns a sample covering every value class present
+// (see Sample.Add). Memory holds one page and the kept objects, at most one
+// per class.
 func TakeSample(ctx context.Context, objects dynamic.ResourceInterface, pageSize int64) (*Sample, error) {
 	s := NewSample()
 	err := eachPage(ctx, objects, pageSize, func(page []unstructured.Unstructured) error {

@@ -49,8 +49,8 @@ const reviewBatch = 100
 
 // converter is a CRD's conversion as the API server runs it, before the
 // storage version is the target: the conversion webhook, or with strategy
-// None a rewrite of apiVersion, followed by the pruning by the schema of
-// the version converted to.
+// None a rewrite of apiVersion, followed by the pruning and the defaulting
+// by the schema of the version converted to.
 type converter struct {
 	group string
 	// webhook is nil for strategy None.
@@ -141,9 +141,58 @@ func (c *converter) convert(ctx context.Context, objs []*unstructured.Unstructur
 	if s := c.schemas[version]; s != nil {
 		for _, obj := range out {
 			pruning.Prune(obj.Object, s, true)
+			// The API server defaults what it reads at a version: a zero
+			// the conversion dropped comes back as the schema's default.
+			applyDefaults(obj.Object, s)
 		}
 	}
 	return out, nil
+}
+
+// applyDefaults sets, in v, each field s defaults that v lacks, or holds
+// as a null s does not allow, as the API server does when it reads an
+// object at a version. The API server's own function lives in a package
+// that also holds the schema's CEL validation, which every door (the
+// libraries too) would then link; the rule is this walk.
+func applyDefaults(v any, s *structuralschema.Structural) {
+	if s == nil {
+		return
+	}
+	fill := func(cur any, ok bool, field *structuralschema.Structural) (any, bool) {
+		if field == nil || field.Default.Object == nil || ok && (cur != nil || field.Generic.Nullable) {
+			return cur, false
+		}
+		return runtime.DeepCopyJSONValue(field.Default.Object), true
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for name := range s.Properties {
+			field := s.Properties[name]
+			cur, ok := v[name]
+			if d, set := fill(cur, ok, &field); set {
+				v[name] = d
+			}
+		}
+		for name, cur := range v {
+			field, ok := s.Properties[name]
+			switch {
+			case ok:
+				applyDefaults(cur, &field)
+			case s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil:
+				if d, set := fill(cur, true, s.AdditionalProperties.Structural); set {
+					v[name] = d
+				}
+				applyDefaults(v[name], s.AdditionalProperties.Structural)
+			}
+		}
+	case []any:
+		for i := range v {
+			if d, set := fill(v[i], true, s.Items); set {
+				v[i] = d
+			}
+			applyDefaults(v[i], s.Items)
+		}
+	}
 }
 
 // webhookClient sends ConversionReviews to a CRD's conversion webhook.

@@ -176,3 +176,57 @@ func TestServiceReference(t *testing.T) {
 }
 
 func runtimeRaw(data []byte) runtime.RawExtension { return runtime.RawExtension{Raw: data} }
+
+// A zero the conversion drops comes back at the old version as the schema's
+// default, as the API server reads it: replicas 0 is read as 1, a loss;
+// replicas 1 dropped and defaulted back is none.
+func TestDroppedZeroComesBackDefaulted(t *testing.T) {
+	crd := gadgetCRD(nil, true)
+	v1 := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	v1.Properties["replicas"] = apiextensionsv1.JSONSchemaProps{Type: "integer", Default: &apiextensionsv1.JSON{Raw: []byte("1")}}
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = v1
+	conv, err := newConverter(crd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []*unstructured.Unstructured{
+		unstructuredOf(t, `{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"zero","namespace":"ns"},"spec":{"replicas":0}}`),
+		unstructuredOf(t, `{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"one","namespace":"ns"},"spec":{"replicas":1}}`),
+	}
+	pairs, err := converted{conv: conv, old: "v1", target: "v2"}.roundTrip(context.Background(), objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pairs[0].b.Object["spec"].(map[string]any)["replicas"]; got != int64(1) {
+		t.Errorf("replicas read back as %v, want the default 1", got)
+	}
+	if diff := cmp.Diff(map[string][]string{"zero": {"/spec/replicas"}}, lossesOf(pairs)); diff != "" {
+		t.Errorf("losses (-want +got):\n%s", diff)
+	}
+}
+
+// applyDefaults fills what the API server fills on read: an absent field, a
+// null the schema does not allow, in lists and maps too; not a null it
+// allows, nor a value present.
+func TestApplyDefaults(t *testing.T) {
+	one := &apiextensionsv1.JSON{Raw: []byte("1")}
+	item := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"n": {Type: "integer", Default: one}}}
+	spec := apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"absent":   {Type: "integer", Default: one},
+		"null":     {Type: "integer", Default: one},
+		"nullable": {Type: "integer", Default: one, Nullable: true},
+		"present":  {Type: "integer", Default: one},
+		"list":     {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &item}},
+	}}
+	s, err := structural(&apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj(t, `{"spec":{"null":null,"nullable":null,"present":5,"list":[{},{"n":2}]}}`)
+	applyDefaults(got, s)
+	want := obj(t, `{"spec":{"absent":1,"null":1,"nullable":null,"present":5,"list":[{"n":1},{"n":2}]}}`)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("applyDefaults (-want +got):\n%s", diff)
+	}
+}

@@ -218,7 +218,14 @@ func DeprecatedStorageVersion(crd *apiextensionsv1.CustomResourceDefinition) []F
 }
 
 // DeprecatedServedNotRetired: a served, deprecated version (not the storage
-// version) that no policy is set to stop serving.
+// version) that no policy is set to stop serving. Where no CRDVersionPolicy
+// governs the CRD, the version is its vendor's to retire, not the
+// cluster's: a vendor serves a deprecated version on purpose while its own
+// controllers and providers still read it, and unserving it here breaks
+// them. That is information, with the vendor's release notes as the thing
+// to watch. Where a policy governs the CRD (the cluster took the CRD's
+// versions in hand) and does not list the version, it is a warning: the
+// policy's authors meant to retire versions and left this one out.
 func DeprecatedServedNotRetired(crd *apiextensionsv1.CustomResourceDefinition, policyAPI bool, policies map[string]Policy) []Finding {
 	storage := graduation.StorageVersion(crd)
 	var out []Finding
@@ -226,19 +233,30 @@ func DeprecatedServedNotRetired(crd *apiextensionsv1.CustomResourceDefinition, p
 		if !v.Served || !v.Deprecated || v.Name == storage {
 			continue
 		}
-		if p, ok := policies[crd.Name]; ok && slices.Contains(p.Unserve, v.Name) {
+		p, governed := policies[crd.Name]
+		if governed && slices.Contains(p.Unserve, v.Name) {
 			continue
 		}
-		fix := fmt.Sprintf("list %s in spec.unserve of a CRDVersionPolicy named %s, or set served: false on it in the CRD manifest "+
-			"once its clients moved", v.Name, crd.Name)
-		if !policyAPI {
-			fix = fmt.Sprintf("set served: false on %s in the CRD manifest once its clients moved "+
-				"(or install Graduator and list it in spec.unserve of a CRDVersionPolicy)", v.Name)
+		if !governed {
+			fix := fmt.Sprintf("check the release notes of the vendor of %s for when %s stops being served, and move its clients "+
+				"before then; to retire it on this cluster, list it in spec.unserve of a CRDVersionPolicy named %s", crd.Name, v.Name, crd.Name)
+			if !policyAPI {
+				fix = fmt.Sprintf("check the release notes of the vendor of %s for when %s stops being served, and move its clients "+
+					"before then; the vendor's controllers may still read it, so do not unserve it on your own", crd.Name, v.Name)
+			}
+			out = append(out, Finding{
+				CRD: crd.Name, Rule: RuleDeprecatedServedNoRetire, Severity: Info,
+				Why: fmt.Sprintf("%s is deprecated but still served, and no CRDVersionPolicy governs the CRD: retiring it is "+
+					"its vendor's call", v.Name),
+				Fix: fix,
+			})
+			continue
 		}
 		out = append(out, Finding{
 			CRD: crd.Name, Rule: RuleDeprecatedServedNoRetire, Severity: Warning,
-			Why: fmt.Sprintf("%s is deprecated but still served, and nothing is set to retire it: its clients get no deadline", v.Name),
-			Fix: fix,
+			Why: fmt.Sprintf("%s is deprecated but still served, and the CRDVersionPolicy %s does not list it in spec.unserve: "+
+				"its clients get no deadline", v.Name, p.Name),
+			Fix: fmt.Sprintf("list %s in spec.unserve of the CRDVersionPolicy %s once its clients moved", v.Name, p.Name),
 		})
 	}
 	return out

@@ -122,7 +122,20 @@ var _ = Describe("graduator scan across contexts", Ordered, ContinueOnFailure, f
 		Expect(a.Error).To(BeNil())
 		Expect(rules(a.Findings)).To(ConsistOf(append(common,
 			"unserveds stale-stored-versions", "unserveds stored-version-not-served")))
-		Expect(a.Summary).To(Equal("7 CRDs, 6 findings (3 errors, 3 warnings, 0 info)"))
+		Expect(a.Summary).To(Equal("7 CRDs, 6 findings (3 errors, 2 warnings, 1 info)"))
+	})
+
+	It("reports a deprecated version no policy governs as information, with the vendor's release notes to check", func() {
+		for _, plane := range []string{"plane-a", "plane-b"} {
+			var deprecated finding
+			for _, f := range byContext[plane].Findings {
+				if f.CRD == "deprecateds."+group {
+					deprecated = f
+				}
+			}
+			Expect(deprecated.Severity).To(Equal("info"), plane)
+			Expect(deprecated.Fix).To(ContainSubstring("check the release notes of the vendor"), plane)
+		}
 	})
 
 	It("names the stale versions and what the release that drops them meets", func() {
@@ -157,8 +170,8 @@ var _ = Describe("graduator scan across contexts", Ordered, ContinueOnFailure, f
 		code, out, _ := graduator("", []string{kubeconfig}, "scan", "--context", "plane-a", "--context", "plane-b", "--request-timeout", timeout)
 		Expect(code).To(Equal(1))
 		Expect(strings.Fields(strings.SplitN(out, "\n", 2)[0])).To(Equal([]string{"CONTEXT", "CRD", "SEVERITY", "RULE", "WHY", "FIX"}))
-		Expect(out).To(ContainSubstring("\nplane-a: 7 CRDs, 6 findings (3 errors, 3 warnings, 0 info)\n"))
-		Expect(out).To(MatchRegexp(`\nplane-b: \d+ CRDs, 6 findings \(4 errors, 2 warnings, 0 info\)\n`))
+		Expect(out).To(ContainSubstring("\nplane-a: 7 CRDs, 6 findings (3 errors, 2 warnings, 1 info)\n"))
+		Expect(out).To(MatchRegexp(`\nplane-b: \d+ CRDs, 6 findings \(4 errors, 1 warnings, 1 info\)\n`))
 		GinkgoWriter.Printf("scan table:\n%s\n", out)
 	})
 

@@ -74,15 +74,22 @@ type webhookProcess struct {
 }
 
 // startWebhook runs test/roundtripwebhook with a serving certificate of
-// its own, until the spec ends (or the suite's cleanup kills it).
+// its own, until the spec ends (or the suite's cleanup kills it); lossy
+// drops spec.rare.
 func startWebhook(lossy bool) webhookProcess {
+	GinkgoHelper()
+	return startWebhookWith("--lossy=" + strconv.FormatBool(lossy))
+}
+
+// startWebhookWith runs test/roundtripwebhook with args.
+func startWebhookWith(args ...string) webhookProcess {
 	GinkgoHelper()
 	certs := &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
 	Expect(certs.PrepWithoutInstalling()).To(Succeed())
 	DeferCleanup(certs.Cleanup)
 	port := strconv.Itoa(certs.LocalServingPort)
-	session, err := gexec.Start(exec.Command(webhook, "--port", port, "--cert-dir", certs.LocalServingCertDir,
-		"--lossy="+strconv.FormatBool(lossy)), GinkgoWriter, GinkgoWriter)
+	session, err := gexec.Start(exec.Command(webhook, append([]string{"--port", port, "--cert-dir", certs.LocalServingCertDir}, args...)...),
+		GinkgoWriter, GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() { session.Terminate().Wait(10 * time.Second) })
 	pool := x509.NewCertPool()
@@ -124,11 +131,13 @@ func props(fields ...string) map[string]apiextensionsv1.JSONSchemaProps {
 
 // newGadgets installs the CRD: v1's spec has color and rare, v2's colour
 // and rare, converted by the webhook at w; without a webhook (strategy
-// None), v1 has color and legacy, v2 only color.
-func newGadgets(ctx context.Context, w *webhookProcess) gadgets {
+// None), v1 has color and legacy, v2 only color. Each version's spec also
+// has the fields of extra.
+func newGadgets(ctx context.Context, w *webhookProcess, extra ...map[string]apiextensionsv1.JSONSchemaProps) gadgets {
 	GinkgoHelper()
 	group := fmt.Sprintf("g%d.roundtrip.example.com", groups.Add(1))
 	v1, v2 := props("color", "rare"), props("colour", "rare")
+
 	conv := &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
 	if w != nil {
 		conv = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
@@ -136,6 +145,11 @@ func newGadgets(ctx context.Context, w *webhookProcess) gadgets {
 				ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &w.url, CABundle: w.ca}}}
 	} else {
 		v1, v2 = props("color", "legacy"), props("color")
+	}
+	for _, fields := range extra {
+		for name, p := range fields {
+			v1[name], v2[name] = p, p
+		}
 	}
 	schemaOf := func(spec map[string]apiextensionsv1.JSONSchemaProps) *apiextensionsv1.CustomResourceValidation {
 		return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{

@@ -18,7 +18,10 @@ limitations under the License.
 // proof's tests: it serves ConversionReview v1 over TLS for the test CRD
 // "gadgets" (any group) between v1 and v2, where v1's spec.color is v2's
 // spec.colour. With --lossy it drops the optional spec.rare on v1 -> v2, the
-// loss the proof must find; without, the conversion keeps every field.
+// loss the proof must find; without, the conversion keeps every field. With
+// --lossy-values it drops, on v1 -> v2, what a typed hub with omitempty on
+// a non-pointer field and a switch with a missing case drop: spec.replicas
+// when 0, spec.paused when false, spec.tier when it is not gold or silver.
 package main
 
 import (
@@ -46,24 +49,25 @@ func main() {
 	var (
 		host, certDir string
 		port          int
-		lossy         bool
+		lossy, values bool
 	)
 	flag.StringVar(&host, "host", "127.0.0.1", "Address to listen on.")
 	flag.IntVar(&port, "port", 9443, "Port to listen on (TLS).")
 	flag.StringVar(&certDir, "cert-dir", "", "Directory with tls.crt and tls.key.")
 	flag.BoolVar(&lossy, "lossy", false, "Drop spec.rare on v1 -> v2.")
+	flag.BoolVar(&values, "lossy-values", false, "Drop spec.replicas 0, spec.paused false and a spec.tier other than gold or silver on v1 -> v2.")
 	flag.Parse()
 
 	server := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: serving.TLSOptions(false)})
-	server.Register(ConvertPath, handler{lossy: lossy})
-	fmt.Fprintf(os.Stderr, "roundtripwebhook: serving on %s:%d%s, lossy=%v\n", host, port, ConvertPath, lossy)
+	server.Register(ConvertPath, handler{lossy: lossy, lossyValues: values})
+	fmt.Fprintf(os.Stderr, "roundtripwebhook: serving on %s:%d%s, lossy=%v, lossy-values=%v\n", host, port, ConvertPath, lossy, values)
 	if err := server.Start(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "roundtripwebhook:", err)
 		os.Exit(1)
 	}
 }
 
-type handler struct{ lossy bool }
+type handler struct{ lossy, lossyValues bool }
 
 // review is a ConversionReview; the API server sends v1.
 type review struct {
@@ -108,6 +112,9 @@ func (h handler) convert(raw []byte, apiVersion string) ([]byte, error) {
 		if h.lossy {
 			delete(spec, "rare")
 		}
+		if h.lossyValues {
+			dropValues(spec)
+		}
 	case from == "v2" && to == "v1":
 		rename(spec, "colour", "color")
 	default:
@@ -120,6 +127,25 @@ func (h handler) convert(raw []byte, apiVersion string) ([]byte, error) {
 	}
 	obj.SetAPIVersion(apiVersion)
 	return obj.MarshalJSON()
+}
+
+// dropValues drops what a typed v2 with `json:",omitempty"` on a
+// non-pointer int and bool would not write (replicas 0, paused false), and
+// a tier its switch has no case for.
+func dropValues(spec map[string]any) {
+	if n, ok := spec["replicas"].(int64); ok && n == 0 {
+		delete(spec, "replicas")
+	}
+	if b, ok := spec["paused"].(bool); ok && !b {
+		delete(spec, "paused")
+	}
+	if _, ok := spec["tier"]; ok {
+		switch spec["tier"] {
+		case "gold", "silver":
+		default:
+			delete(spec, "tier")
+		}
+	}
 }
 
 func version(apiVersion string) string {
