@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/cobra"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -64,8 +65,10 @@ type PrepareOptions struct {
 
 	dryRun bool
 	qps    float64
-	// acceptLoss is --accept-loss, the field paths the conversion may lose.
+	// acceptLoss is --accept-loss, the field paths the conversion may lose;
+	// etcdQuota is --etcd-quota, etcd's space quota in every cluster.
 	acceptLoss []string
+	etcdQuota  string
 	engine     migration.Options
 }
 
@@ -136,6 +139,8 @@ must act there), 2 on bad input or when a cluster could not be read or was not f
 	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", o.engine.Concurrency,
 		"Upper bound on writes in flight per cluster; the number adapts below it to what the API server takes.")
 	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
+	cmd.Flags().StringVar(&o.etcdQuota, "etcd-quota", "",
+		"etcd's space quota (its --quota-backend-bytes, such as 8Gi) in every cluster. Not told, each cluster's is read where its etcd pods show it, else etcd's default 2Gi is assumed.")
 	cmd.Flags().StringArrayVar(&o.acceptLoss, "accept-loss", nil,
 		"A field path (such as /status/conditions) the conversion may lose, in every cluster; the round-trip proof refuses any other loss. Repeatable.")
 	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second in each cluster; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
@@ -157,6 +162,9 @@ func (o *PrepareOptions) Complete(ctx context.Context) error {
 		return fmt.Errorf("--qps cannot be negative, got %g", o.qps)
 	}
 	o.engine.QPS = float32(o.qps)
+	if _, err := migration.ParseEtcdQuota(o.etcdQuota); err != nil {
+		return fmt.Errorf("--etcd-quota: %w", err)
+	}
 	for _, path := range o.acceptLoss {
 		if !roundtrip.ValidPath(path) {
 			return fmt.Errorf("--accept-loss %q is not a field path such as /spec/items/*/name", path)
@@ -392,7 +400,7 @@ func (o *PrepareOptions) mayPrepare(ctx context.Context, d *driver.Driver, c *sc
 			continue
 		}
 		i := slices.IndexFunc(c.CRDs, func(crd apiextensionsv1.CustomResourceDefinition) bool { return crd.Name == p.CRD })
-		err := d.CheckAccess(ctx, o.policy(p.CRD), &c.CRDs[i], p.StorageVersion)
+		err := d.CheckAccess(ctx, o.policy(ctx, d, p.CRD), &c.CRDs[i], p.StorageVersion)
 		var deny *access.Denied
 		switch {
 		case errors.As(err, &deny):
@@ -427,7 +435,7 @@ func (o *PrepareOptions) prepareCRD(ctx context.Context, d *driver.Driver, crd *
 	started := time.Now()
 	crd.StartedAt = &started
 	defer func() { now := time.Now(); crd.FinishedAt = &now }()
-	store := &prepareStore{durable: &driver.CRDStore{Client: d.Client, Reader: d.Reader, Spec: o.policy(crd.CRD).Spec, Name: crd.CRD}}
+	store := &prepareStore{durable: &driver.CRDStore{Client: d.Client, Reader: d.Reader, Spec: o.policy(ctx, d, crd.CRD).Spec, Name: crd.CRD}}
 	policy, err := store.Load(ctx)
 	if err != nil || policy == nil {
 		crd.Outcome, crd.Refused = OutcomeUnfinished, fmt.Sprintf("read the CRD: %v (deleted meanwhile?)", err)
@@ -468,14 +476,22 @@ func firstFailure(fs []migration.Failure) string {
 
 // policy is the graduation prepare runs on a CRD: GitOps mode (the CRD's
 // own storage version is the target), the flags' tuning, no settle delay
-// (the storage version was set by the release before).
-func (o *PrepareOptions) policy(crd string) *graduatorv1alpha1.CRDVersionPolicy {
+// (the storage version was set by the release before), and etcd's quota
+// from --etcd-quota or, unset, from where the cluster's etcd pods show it.
+func (o *PrepareOptions) policy(ctx context.Context, d *driver.Driver, crd string) *graduatorv1alpha1.CRDVersionPolicy {
 	opts := o.engine
 	opts.WriteTo, opts.Priority = migration.WriteToObject, migration.PriorityBackground
-	return &graduatorv1alpha1.CRDVersionPolicy{
+	policy := &graduatorv1alpha1.CRDVersionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: crd, Generation: 1},
 		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(opts, 0, o.acceptLoss)},
 	}
+	if o.etcdQuota != "" {
+		quota := resource.MustParse(o.etcdQuota) // checked by Validate
+		policy.Spec.Migration.EtcdQuota = &quota
+	} else if quota, _ := shownEtcdQuota(ctx, d.Dynamic); quota > 0 {
+		policy.Spec.Migration.EtcdQuota = resource.NewQuantity(quota, resource.BinarySI)
+	}
+	return policy
 }
 
 // prepareNeeds are the rights prepare needs on a CRD beyond migrating its
@@ -519,7 +535,8 @@ func (o *PrepareOptions) driver(cfg *rest.Config, view *clusterView) (*driver.Dr
 		Reporter:         view,
 		Allows:           func(a graduation.Action) bool { return slices.Contains(allowed, a) },
 		Needs:            prepareNeeds,
-		EtcdQuotaSetting: "the policy's spec.migration.etcdQuota",
+		EtcdQuotaSetting: "--etcd-quota",
+		AcceptLoss:       acceptLossFlags,
 		Engine: func(opts *migration.Options) {
 			opts.OnProgress, opts.OnObject = view.progress, view.object
 		},
