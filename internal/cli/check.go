@@ -26,7 +26,6 @@ import (
 	"golang.org/x/term"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -211,9 +210,5 @@ func (o *CheckOptions) liveCRDs(ctx context.Context) ([]apiextensionsv1.CustomRe
 	if err != nil {
 		return nil, err
 	}
-	list, err := c.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return list.Items, nil
+	return listCRDs(ctx, c, true)
 }

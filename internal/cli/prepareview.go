@@ -196,7 +196,7 @@ func (c *clusterView) finished(pc PreparedCluster) {
 func (c *clusterView) progress(p migration.Progress) {
 	c.fleet.mu.Lock()
 	c.last = p
-	done := p.Rewritten + p.Skipped + p.Failed
+	done := p.Done()
 	c.lastRate = c.rate.add(time.Since(c.start), max(done, c.live.Load()))
 	print := !p.CatchUp && done > c.printed
 	if print {

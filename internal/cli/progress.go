@@ -96,7 +96,7 @@ type figures struct {
 // figuresOf derives the figures from the engine's last Progress, the live
 // count of objects done and the smoothed rate.
 func figuresOf(p migration.Progress, done int64, rate float64) figures {
-	f := figures{Done: max(done, p.Rewritten+p.Skipped+p.Failed), Total: -1, Percent: -1, Rate: rate, ETA: -1}
+	f := figures{Done: max(done, p.Done()), Total: -1, Percent: -1, Rate: rate, ETA: -1}
 	if p.Remaining >= 0 {
 		f.Total = max(p.Listed+p.Remaining, f.Done)
 	}
@@ -322,7 +322,7 @@ func (r *progressReporter) object() { r.live.Add(1) }
 
 // sample takes the rate from the objects done now; r.mu is held.
 func (r *progressReporter) sample() {
-	done := max(r.live.Load(), r.last.Rewritten+r.last.Skipped+r.last.Failed)
+	done := max(r.live.Load(), r.last.Done())
 	r.lastRate = r.rate.add(r.now().Sub(r.start), done)
 }
 
@@ -362,7 +362,7 @@ func (r *progressReporter) printLines(p migration.Progress) {
 		r.waiting = false
 		_, _ = fmt.Fprintf(r.w, "%s: etcd compacted; writing again\n", r.name)
 	}
-	pageDone := p.Rewritten + p.Skipped + p.Failed
+	pageDone := p.Done()
 	if !p.CatchUp && pageDone > r.printed {
 		r.printed = pageDone
 		f := figuresOf(p, pageDone, r.lastRate)

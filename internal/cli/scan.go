@@ -39,7 +39,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/pager"
 	"sigs.k8s.io/yaml"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -351,7 +350,7 @@ func readCluster(ctx context.Context, cfg *rest.Config, release map[string]*apie
 	if err != nil {
 		return c, nil, err
 	}
-	if c.CRDs, err = listCRDsForScan(ctx, crdClient, release != nil); err != nil {
+	if c.CRDs, err = listCRDs(ctx, crdClient, release != nil); err != nil {
 		return c, nil, err
 	}
 	var note string
@@ -374,34 +373,6 @@ func appendNote(notes []string, note string) []string {
 		return notes
 	}
 	return append(notes, note)
-}
-
-// listCRDsForScan lists every CRD, 100 at a time, without managedFields and
-// annotations, and without schemas unless the release is compared.
-func listCRDsForScan(ctx context.Context, c apiextensionsclient.Interface, schemas bool) ([]apiextensionsv1.CustomResourceDefinition, error) {
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return c.ApiextensionsV1().CustomResourceDefinitions().List(ctx, opts)
-	})
-	p.PageSize = 100
-	var crds []apiextensionsv1.CustomResourceDefinition
-	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
-		if !ok {
-			return fmt.Errorf("unexpected %T", o)
-		}
-		crd.ManagedFields, crd.Annotations = nil, nil
-		if !schemas {
-			for i := range crd.Spec.Versions {
-				crd.Spec.Versions[i].Schema = nil
-			}
-		}
-		crds = append(crds, *crd)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list CustomResourceDefinitions: %w", err)
-	}
-	return crds, nil
 }
 
 // readPolicies lists the CRDVersionPolicies, keyed by the CRD they govern.

@@ -42,7 +42,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/pager"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/graduation"
@@ -236,7 +235,7 @@ func (o *StatusOptions) print(ctx context.Context, w io.Writer) error {
 		return o.describeCRD(ctx, w, o.crdName)
 	}
 	if o.crds == nil || o.crdsStale || !o.watch {
-		crds, err := listCRDs(ctx, o.crdClient)
+		crds, err := listCRDs(ctx, o.crdClient, false)
 		if err != nil {
 			return err
 		}
@@ -356,41 +355,6 @@ func inTreeColumns(migrations []InTreeMigration) (phases, named string) {
 		n = append(n, m.Name+":"+m.Phase)
 	}
 	return strings.Join(p, ","), strings.Join(n, ",")
-}
-
-// listCRDs lists every CRD, 100 at a time, and keeps what the status
-// shows: names, versions and status, without schemas, managedFields or
-// annotations (the last-applied one repeats the whole manifest).
-func listCRDs(ctx context.Context, crdClient apiextensionsclient.Interface) ([]apiextensionsv1.CustomResourceDefinition, error) {
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return crdClient.ApiextensionsV1().CustomResourceDefinitions().List(ctx, opts)
-	})
-	p.PageSize = 100
-	crds := []apiextensionsv1.CustomResourceDefinition{}
-	err := p.EachListItem(ctx, metav1.ListOptions{}, func(o runtime.Object) error {
-		crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
-		if !ok {
-			return fmt.Errorf("unexpected %T", o)
-		}
-		slim := apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: crd.Name, Generation: crd.Generation},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group: crd.Spec.Group, Names: crd.Spec.Names, Scope: crd.Spec.Scope,
-			},
-			Status: apiextensionsv1.CustomResourceDefinitionStatus{StoredVersions: crd.Status.StoredVersions},
-		}
-		for _, v := range crd.Spec.Versions {
-			slim.Spec.Versions = append(slim.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
-				Name: v.Name, Served: v.Served, Storage: v.Storage, Deprecated: v.Deprecated,
-			})
-		}
-		crds = append(crds, slim)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list CustomResourceDefinitions: %w", err)
-	}
-	return crds, nil
 }
 
 // addETA counts the objects of a CRD whose migration runs (a LIST of one

@@ -88,7 +88,7 @@ func readStatus(ctx context.Context, cfg *rest.Config) ([]CRDStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	crds, err := listCRDs(ctx, crdClient)
+	crds, err := listCRDs(ctx, crdClient, false)
 	if err != nil {
 		return nil, err
 	}
