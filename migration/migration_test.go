@@ -24,6 +24,8 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/graduator/graduator/internal/limit"
 )
 
 func TestMigration(t *testing.T) {
@@ -64,10 +66,10 @@ var _ = Describe("Judge: what a refused write proves", func() {
 	})
 })
 
-var _ = Describe("StopsRun: errors that are the cluster's, not the object's", func() {
+var _ = Describe("stopsRun: errors that are the cluster's, not the object's", func() {
 	gr := schema.GroupResource{Group: "restaurant.example.com", Resource: "pizzas"}
 	DescribeTable("which write errors stop the run instead of failing one object",
-		func(err error, stops bool) { Expect(StopsRun(err)).To(Equal(stops)) },
+		func(err error, stops bool) { Expect(stopsRun(err)).To(Equal(stops)) },
 		Entry("a conversion webhook that does not answer", apierrors.NewInternalError(errors.New(
 			`conversion webhook for restaurant.example.com/v1alpha1, Kind=Pizza failed: Post "https://127.0.0.1:1/convert": connection refused`)), true),
 		Entry("an API server still unavailable after the retries", apierrors.NewServiceUnavailable("later"), true),
@@ -79,5 +81,24 @@ var _ = Describe("StopsRun: errors that are the cluster's, not the object's", fu
 			errors.New(`admission webhook "deny.example.com" denied the request: frozen`)), false),
 		Entry("validation rejects the object", apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "Pizza"}, "margherita", nil), false),
 		Entry("a conflict (judged by a read, never final)", apierrors.NewConflict(gr, "margherita", errors.New("changed")), false),
+	)
+})
+
+var _ = Describe("the adaptive limit's public words", func() {
+	DescribeTable("each of the rule's reasons reads as the public LimitReason of the same name",
+		func(r limit.Reason, public LimitReason) { Expect(limitReason(r)).To(Equal(public)) },
+		Entry(nil, limit.Probing, LimitProbing),
+		Entry(nil, limit.Holding, LimitHolding),
+		Entry(nil, limit.BackingOff, LimitBackingOff),
+		Entry(nil, limit.Yielding, LimitYielding),
+		Entry(nil, limit.Queueing, LimitQueueing),
+		Entry(nil, limit.Pausing, LimitPausing),
+		Entry(nil, limit.Fixed, LimitFixed),
+	)
+	DescribeTable("each Priority reaches the rule as its own, empty as Background",
+		func(p Priority, want limit.Priority) { Expect(limitPriority(p)).To(Equal(want)) },
+		Entry(nil, PriorityBackground, limit.Background),
+		Entry(nil, PriorityFull, limit.Full),
+		Entry(nil, Priority(""), limit.Background),
 	)
 })

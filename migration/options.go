@@ -80,7 +80,7 @@ type Options struct {
 	// Priority is how much of the API server the adaptive limit takes:
 	// PriorityBackground (when empty) keeps other clients' write rate at 55%
 	// or more of their rate alone, PriorityFull takes the server's full
-	// speed (see NextLimit).
+	// speed.
 	Priority Priority
 	// PageSize is the LIST limit.
 	PageSize int64

@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/graduator/graduator/internal/errclass"
+	"github.com/graduator/graduator/internal/limit"
 	"github.com/graduator/graduator/internal/paging"
 )
 
@@ -192,7 +193,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 	}
 	if err := ps.writers.Acquire(ps.ctx); err != nil || ps.etcdFull.Load() {
 		if err == nil {
-			ps.writers.Release(Signal{})
+			ps.writers.Release(limit.Signal{})
 		}
 		ps.space.done(chunk, "")
 		ps.finish(pr, notCounted, nil, obj)
@@ -203,7 +204,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		defer ps.running.Done()
 		outcome, rv, err := ps.handle(ps.ctx, obj, checkpoint)
 		ps.space.done(chunk, rv)
-		if err != nil && StopsRun(err) && ps.ctx.Err() == nil {
+		if err != nil && stopsRun(err) && ps.ctx.Err() == nil {
 			if errclass.IsNoSpace(err) {
 				err = &EtcdFullError{Err: err}
 			}
@@ -336,7 +337,7 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 // told about the API server's load, so retries of throttled writes wait
 // for the limit and the Retry-After like any other write. It returns the
 // resourceVersion of the write stored, if any. The returned error explains a
-// Failed outcome or stops the run (StopsRun).
+// Failed outcome or stops the run (stopsRun).
 func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
 	outcome, written, err := r.rewrite(ctx, obj, checkpoint)
 	if outcome == Rewritten {
@@ -349,7 +350,7 @@ func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (
 func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
 	if r.qps != nil {
 		if err := r.qps.Wait(ctx); err != nil {
-			r.writers.Release(Signal{})
+			r.writers.Release(limit.Signal{})
 			return notCounted, "", err
 		}
 	}
@@ -397,7 +398,7 @@ func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion)
 	for {
 		start := time.Now()
 		written, err := r.objects.patch(ctx, obj.Namespace, obj.Name, NoOpPatch(target), r.opts.WriteTo.Subresources())
-		signal := Signal{Latency: time.Since(start), Throttled: errclass.Retriable(err) || errclass.IsTimeout(err)}
+		signal := limit.Signal{Latency: time.Since(start), Throttled: errclass.Retriable(err) || errclass.IsTimeout(err)}
 		if err == nil {
 			signal.Revision, _ = strconv.ParseUint(written.ResourceVersion, 10, 64)
 		}
@@ -470,4 +471,4 @@ func (r *runner) wroteVersion(rv string) bool {
 	return r.written.has(v) || inRanges(r.resumed, v)
 }
 
-// StopsRun reports whether a write error is not the object's own but the
+// stopsRun reports whether a write error is not the object's own but the
