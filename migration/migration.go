@@ -29,7 +29,7 @@ limitations under the License.
 // or replaced (new uid), or its resourceVersion is newer than the checkpoint
 // taken after the storage switch settled. A refused write is never taken at
 // its word: a 404 from a status subresource the version does not have looks
-// exactly like a deleted object, so the object is read back (Judge).
+// exactly like a deleted object, so the object is read back.
 //
 // After the main pass a catch-up sweep rewrites the objects that others
 // wrote between the checkpoint and the end of the main pass: possibly an API

@@ -48,21 +48,21 @@ var _ = Describe("the checkpoint", func() {
 	)
 })
 
-var _ = Describe("Judge: what a refused write proves", func() {
+var _ = Describe("judge: what a refused write proves", func() {
 	listed := ObjectVersion{UID: "u1", ResourceVersion: "900"}
 	DescribeTable("an object is done only when proven so",
-		func(current *ObjectVersion, want Outcome) {
-			Expect(Judge(listed, current, "1000")).To(Equal(want))
+		func(current *ObjectVersion, want fate) {
+			Expect(judge(listed, current, "1000")).To(Equal(want))
 		},
-		Entry("deleted since the LIST: done", nil, Skipped),
-		Entry("deleted and created again (new uid): done", &ObjectVersion{UID: "u2", ResourceVersion: "950"}, Skipped),
-		Entry("written after the checkpoint: done", &ObjectVersion{UID: "u1", ResourceVersion: "1001"}, Skipped),
-		Entry("written before the checkpoint, after the LIST: write again", &ObjectVersion{UID: "u1", ResourceVersion: "950"}, Retry),
+		Entry("deleted since the LIST: done", nil, skipped),
+		Entry("deleted and created again (new uid): done", &ObjectVersion{UID: "u2", ResourceVersion: "950"}, skipped),
+		Entry("written after the checkpoint: done", &ObjectVersion{UID: "u1", ResourceVersion: "1001"}, skipped),
+		Entry("written before the checkpoint, after the LIST: write again", &ObjectVersion{UID: "u1", ResourceVersion: "950"}, writeAgain),
 		Entry("unchanged although the write said 404 (no status subresource): failed",
-			&ObjectVersion{UID: "u1", ResourceVersion: "900"}, Failed),
+			&ObjectVersion{UID: "u1", ResourceVersion: "900"}, failed),
 	)
 	It("never takes an unparsable resourceVersion as newer", func() {
-		Expect(Judge(listed, &ObjectVersion{UID: "u1", ResourceVersion: "900"}, "not-a-number")).To(Equal(Failed))
+		Expect(judge(listed, &ObjectVersion{UID: "u1", ResourceVersion: "900"}, "not-a-number")).To(Equal(failed))
 	})
 })
 

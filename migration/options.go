@@ -100,7 +100,7 @@ type Options struct {
 	// objects still at one of them are skipped too. Without a checkpoint,
 	// the first LIST's resourceVersion is taken (and reported in Progress).
 	Resume Progress
-	// MaxFailures bounds Progress.Failures.
+	// MaxFailures bounds Progress.Failures (DefaultMaxFailures when 0).
 	MaxFailures int
 	// SweepWatchLimit bounds the objects written by others during the run
 	// that the catch-up sweep's watch keeps (DefaultSweepWatchLimit when

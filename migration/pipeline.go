@@ -180,7 +180,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 	checkpoint, needed := ps.needsWrite(ps.kind, obj, progress)
 	switch {
 	case !needed && ps.kind == mainPass:
-		ps.finish(pr, Skipped, nil, obj) // newer than the checkpoint: done
+		ps.finish(pr, skipped, nil, obj) // newer than the checkpoint: done
 		return
 	case !needed:
 		ps.finish(pr, passedOver, nil, obj) // not written during the run
@@ -219,8 +219,8 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 
 // finish records one object's outcome and marks done the pages at the head
 // that have nothing pending.
-func (ps *passState) finish(pr *pageRun, outcome Outcome, err error, obj objectRef) {
-	if ps.opts.OnObject != nil && ps.kind == mainPass && outcome <= Failed {
+func (ps *passState) finish(pr *pageRun, outcome fate, err error, obj objectRef) {
+	if ps.opts.OnObject != nil && ps.kind == mainPass && outcome <= failed {
 		ps.opts.OnObject()
 	}
 	ps.pagesMu.Lock()
@@ -338,16 +338,16 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 // for the limit and the Retry-After like any other write. It returns the
 // resourceVersion of the write stored, if any. The returned error explains a
 // Failed outcome or stops the run (stopsRun).
-func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
+func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (fate, string, error) {
 	outcome, written, err := r.rewrite(ctx, obj, checkpoint)
-	if outcome == Rewritten {
+	if outcome == rewritten {
 		r.recordWrite(written)
 	}
 	return outcome, written, err
 }
 
 // rewrite is handle's loop: write, and read back what a refused write means.
-func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
+func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) (fate, string, error) {
 	if r.qps != nil {
 		if err := r.qps.Wait(ctx); err != nil {
 			r.writers.Release(limit.Signal{})
@@ -363,10 +363,10 @@ func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) 
 		}
 		written, err := r.write(ctx, obj, target)
 		if err == nil {
-			return Rewritten, written.ResourceVersion, nil
+			return rewritten, written.ResourceVersion, nil
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return Failed, "", err
+			return failed, "", err
 		}
 		var current *ObjectVersion
 		if getErr := retry(ctx, func() error {
@@ -374,19 +374,19 @@ func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) 
 			current, err = r.objects.get(ctx, obj.Namespace, obj.Name)
 			return err
 		}); getErr != nil {
-			return Failed, "", fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
+			return failed, "", fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
 		}
-		switch Judge(target, current, checkpoint) {
-		case Retry:
+		switch judge(target, current, checkpoint) {
+		case writeAgain:
 			if attempt < maxWriteAttempts {
 				target = *current
 				continue
 			}
-			return Failed, "", fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
-		case Failed:
-			return Failed, "", fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
+			return failed, "", fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
+		case failed:
+			return failed, "", fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
 		}
-		return Skipped, "", nil
+		return skipped, "", nil
 	}
 }
 
@@ -429,17 +429,17 @@ func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion)
 const maxWriteAttempts = 3
 
 // tally counts one object's outcome in its page.
-func (r *runner) tally(c *Progress, kind passKind, outcome Outcome, err error, obj objectRef) {
+func (r *runner) tally(c *Progress, kind passKind, outcome fate, err error, obj objectRef) {
 	switch {
 	case outcome == notCounted, outcome == dispatched, outcome == passedOver:
-	case outcome == Failed:
+	case outcome == failed:
 		c.Failed++
 		if len(c.Failures) < r.opts.MaxFailures {
 			c.Failures = append(c.Failures, Failure{Namespace: obj.Namespace, Name: obj.Name, Reason: errorText(err)})
 		}
 	case kind == catchUpPass:
 		c.CaughtUp++
-	case outcome == Rewritten:
+	case outcome == rewritten:
 		c.Rewritten++
 	default:
 		c.Skipped++
