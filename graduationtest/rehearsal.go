@@ -59,14 +59,15 @@ type Options struct {
 	// adds or changes, such as an empty status that a typed round trip
 	// writes out.
 	Ignore []string
-	// Migration tunes the engine Graduate runs; only its tuning fields are
-	// used (Concurrency, Priority, PageSize, QPS, WriteTo, EtcdQuota). An
-	// EtcdQuota of 0 is read from the environment's etcd.
 	// AcceptLoss lists field paths (such as /status/conditions) the
 	// conversion may lose; the round-trip proof that Graduate runs before
 	// the first write refuses any other loss.
 	AcceptLoss []string
-	Migration  migration.Options
+	// Migration tunes the engine Graduate runs, and goes to it as it is
+	// (its callbacks too); the rehearsal sets the Resource, the Config and
+	// the progress to resume. WriteTo is also what the preflight checks. An
+	// EtcdQuota of 0 is read from the environment's etcd.
+	Migration migration.Options
 }
 
 // Rehearsal is a CRD upgrade rehearsed against one envtest control plane.

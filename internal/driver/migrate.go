@@ -17,6 +17,7 @@ limitations under the License.
 package driver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -200,27 +201,30 @@ func lastRunOf(r *graduatorv1alpha1.MigrationStatus) string {
 }
 
 // engineOptions are the engine's options for a run of the policy's
-// migration settings, resuming from resume, with the door's additions.
+// migration, resuming from resume: the door's (Driver.Engine), or the
+// policy's tuning when the door has none.
 func (d *Driver) engineOptions(settings graduatorv1alpha1.MigrationSettings, resource schema.GroupVersionResource, resume migration.Progress) migration.Options {
-	opts := migration.Options{
-		Resource:         resource,
-		Config:           d.Config,
-		Concurrency:      int(settings.Concurrency),
-		PageSize:         settings.PageSize,
-		QPS:              float32(settings.QPS),
-		WriteTo:          settings.WriteTo,
-		Priority:         migration.Priority(settings.Priority),
-		Resume:           resume,
-		EtcdQuota:        settings.EtcdQuotaBytes(d.EtcdQuota),
-		EtcdQuotaSetting: d.EtcdQuotaSetting,
-	}
-	if opts.EtcdQuotaSetting == "" {
-		opts.EtcdQuotaSetting = PolicyEtcdQuotaSetting
-	}
+	opts := policyTuning(settings)
 	if d.Engine != nil {
-		d.Engine(&opts)
+		opts = *d.Engine
 	}
+	opts.Resource, opts.Config, opts.Resume = resource, d.Config, resume
+	// The policy's: the preflight and the access check read it there.
+	opts.WriteTo = settings.WriteTo
+	opts.EtcdQuota = settings.EtcdQuotaBytes(d.EtcdQuota)
+	opts.EtcdQuotaSetting = cmp.Or(d.EtcdQuotaSetting, PolicyEtcdQuotaSetting)
 	return opts
+}
+
+// policyTuning is the engine's tuning a policy's spec.migration sets: the
+// one conversion between the API's form and the engine's.
+func policyTuning(s graduatorv1alpha1.MigrationSettings) migration.Options {
+	return migration.Options{
+		Concurrency: int(s.Concurrency),
+		PageSize:    s.PageSize,
+		QPS:         float32(s.QPS),
+		Priority:    migration.Priority(s.Priority),
+	}
 }
 
 // PolicyEtcdQuotaSetting is where a policy tells etcd's quota.
