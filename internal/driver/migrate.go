@@ -165,11 +165,11 @@ func (h *pageHandler) record(p migration.Progress) {
 // and what the run wrote itself needs no write again. That holds
 //
 //   - for a retry of a run that ended with failures, on the same CRD
-//     generation and version (without it the retry rewrote every object
-//     again: the robustness suite's seed 9, 2.4 writes per object);
+//     generation and version: without it the retry rewrites every object
+//     again, and a run under faults ends near 2.4 writes per object;
 //   - across exactly one edit of the CRD's spec that left the storage
-//     version at version, such as a version added (seed 38: 1.9 writes per
-//     object). One edit cannot set the storage version elsewhere and back,
+//     version at version, such as a version added: without it the run
+//     starts afresh, near 1.9 writes per object. One edit cannot set the storage version elsewhere and back,
 //     so nothing was stored in another version in between; two edits
 //     could (set back, then forward again: objects written in between are
 //     newer than the checkpoint yet stored in the old version), and start
