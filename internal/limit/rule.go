@@ -15,9 +15,9 @@ limitations under the License.
 */
 
 // Package limit is the migration engine's adaptive limit on writes in
-// flight: its rule, a pure function from one window's measures to the next
-// limit (Next, in this file and verdict.go), and its gate, which admits
-// writers under that limit and measures the windows (Gate, gate.go).
+// flight: its rule, Next, a pure function from the measures of one window
+// to the next limit (rule.go, verdict.go), and its gate, Gate, which admits
+// writers under that limit and measures the windows (gate.go).
 //
 // The engine's public surface (migration.Options.Priority,
 // Progress.Writers and WritersReason) is what a library user sees of it;
