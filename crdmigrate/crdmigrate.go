@@ -180,6 +180,7 @@ func Add(mgr ctrl.Manager, opts Options) error {
 			Reporter:         reporter{recorder: mgr.GetEventRecorder(opts.Name)},
 			Metrics:          metrics.Recorder{},
 			Needs:            needs,
+			Engine:           opts.engineTuning(),
 			EtcdQuota:        opts.EtcdQuota,
 			EtcdQuotaSetting: "crdmigrate.Options.EtcdQuota",
 			AcceptLoss:       driver.AcceptLossOption("crdmigrate.Options.AcceptLoss"),
@@ -202,10 +203,15 @@ func Add(mgr ctrl.Manager, opts Options) error {
 	return nil
 }
 
+// engineTuning is the engine's tuning the options set, passed to every run
+// as it is.
+func (o Options) engineTuning() *migration.Options {
+	return &migration.Options{Concurrency: o.Concurrency, PageSize: o.PageSize, QPS: o.QPS, Priority: o.Priority}
+}
+
 // policySpec is the graduation the controller runs for each selected CRD:
 // GitOps mode (the CRD's own storage flag is the target; spec.versions is
-// never written) with the options' tuning.
+// never written), writing where the options say.
 func (o Options) policySpec() graduatorv1alpha1.CRDVersionPolicySpec {
-	tuning := migration.Options{Concurrency: o.Concurrency, PageSize: o.PageSize, QPS: o.QPS, WriteTo: o.WriteTo, Priority: o.Priority}
-	return graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(tuning, o.SettleDelay, o.AcceptLoss)}
+	return graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(o.WriteTo, o.SettleDelay, o.AcceptLoss)}
 }

@@ -87,12 +87,11 @@ func (r *Rehearsal) TryGraduate(ctx context.Context, crdName, version string) (R
 		return report, err
 	}
 
-	tuning := r.opts.Migration
 	policy := &graduatorv1alpha1.CRDVersionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: crdName, Generation: 1},
 		Spec: graduatorv1alpha1.CRDVersionPolicySpec{
 			StorageVersion: version,
-			Migration:      driver.Settings(tuning, settleDelay, r.opts.AcceptLoss),
+			Migration:      driver.Settings(r.opts.Migration.WriteTo, settleDelay, r.opts.AcceptLoss),
 		},
 	}
 	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
@@ -136,11 +135,13 @@ func (r *Rehearsal) etcdQuota(ctx context.Context) (int64, error) {
 // driver is the graduation's driver with the rehearsal's clients, telling
 // each step in the test's log.
 func (r *Rehearsal) driver() *driver.Driver {
+	tuning := r.opts.Migration
 	return &driver.Driver{
 		Clients: driver.Clients{
 			Client: r.Client, Reader: r.Client, Dynamic: r.Dynamic, Config: r.Config, Discovery: r.discovery, Reviews: r.reviews,
 		},
 		Reporter:         reporter{r.t},
+		Engine:           &tuning,
 		EtcdQuotaSetting: "graduationtest.Options.Migration.EtcdQuota",
 		AcceptLoss:       driver.AcceptLossOption("graduationtest.Options.AcceptLoss"),
 	}

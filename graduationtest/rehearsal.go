@@ -63,8 +63,9 @@ type Options struct {
 	// conversion may lose; the round-trip proof that Graduate runs before
 	// the first write refuses any other loss.
 	AcceptLoss []string
-	// Migration tunes the engine Graduate runs; only its tuning fields are
-	// used (Concurrency, Priority, PageSize, QPS, WriteTo, EtcdQuota). An
+	// Migration tunes the engine Graduate runs, and goes to it as it is
+	// (its callbacks too); the rehearsal sets the Resource, the Config and
+	// the progress to resume. WriteTo is also what the preflight checks. An
 	// EtcdQuota of 0 is read from the environment's etcd.
 	Migration migration.Options
 }

@@ -33,7 +33,7 @@ import (
 // by RBAC. The run stops and a later run resumes from the last complete
 // page. Rejections of the object itself (validation, an admission webhook
 // or policy saying no) are counted as failures instead.
-func StopsRun(err error) bool {
+func stopsRun(err error) bool {
 	switch {
 	case err == nil:
 		return false

@@ -22,18 +22,18 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
-// Outcome is what became of one object.
-type Outcome int
+// fate is what became of one object.
+type fate int
 
 const (
-	// Rewritten: the API server acknowledged the write.
-	Rewritten Outcome = iota
-	// Skipped: proven done without a write of ours.
-	Skipped
-	// Failed: not proven done; blocks pruning.
-	Failed
-	// Retry: the object changed but is not proven done; write it again.
-	Retry
+	// rewritten: the API server acknowledged the write.
+	rewritten fate = iota
+	// skipped: proven done without a write of ours.
+	skipped
+	// failed: not proven done; blocks pruning.
+	failed
+	// writeAgain: the object changed but is not proven done; write it again.
+	writeAgain
 	// notCounted: the run stopped before the object was handled; its page
 	// is not done and is listed again on resume.
 	notCounted
@@ -48,27 +48,27 @@ type ObjectVersion struct {
 	UID, ResourceVersion string
 }
 
-// Judge decides, after the API server refused a no-op write with a conflict
+// judge decides, after the API server refused a no-op write with a conflict
 // or not-found, what a fresh read of the object proves. current is nil when
 // the read found no object. It is the invariant of the package: an object
 // is done only when it is gone, was replaced (another uid), or was written
 // after the checkpoint; an object that still exists as it was listed is not
 // done, whatever the write said (a 404 from a missing status subresource
 // looks exactly like a deleted object).
-func Judge(written ObjectVersion, current *ObjectVersion, checkpoint string) Outcome {
+func judge(written ObjectVersion, current *ObjectVersion, checkpoint string) fate {
 	switch {
 	case current == nil:
-		return Skipped // deleted
+		return skipped // deleted
 	case current.UID != written.UID:
-		return Skipped // deleted and created again: stored in the new version
+		return skipped // deleted and created again: stored in the new version
 	}
 	if newer, _ := isNewer(current.ResourceVersion, checkpoint); newer {
-		return Skipped
+		return skipped
 	}
 	if current.ResourceVersion != written.ResourceVersion {
-		return Retry
+		return writeAgain
 	}
-	return Failed
+	return failed
 }
 
 // NoOpPatch is the JSON merge patch the migration sends: it changes nothing

@@ -32,7 +32,7 @@ limitations under the License.
 // or replaced (new uid), or its resourceVersion is newer than the checkpoint
 // taken after the storage switch settled. A refused write is never taken at
 // its word: a 404 from a status subresource the version does not have looks
-// exactly like a deleted object, so the object is read back (Judge).
+// exactly like a deleted object, so the object is read back.
 //
 // After the main pass a catch-up sweep rewrites the objects that others
 // wrote between the checkpoint and the end of the main pass: possibly an API
@@ -54,7 +54,7 @@ limitations under the License.
 // quota because of it. An answer that etcd is full (NOSPACE) stops the run
 // at once.
 //
-// Writers run under an adaptive limit (see NextLimit) and flow across page
+// Writers run under an adaptive limit (see Options.Priority) and flow across page
 // boundaries; the continue token a caller saves advances only past pages
 // whose every object is done, so a resumed run loses nothing and repeats
 // little.
@@ -73,6 +73,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/graduator/graduator/internal/failpoint"
+	"github.com/graduator/graduator/internal/limit"
 )
 
 // Run rewrites every object of opts.Resource, then sweeps once more over the
@@ -94,11 +95,15 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 	opts = withDefaults(opts)
 	r := &runner{
 		opts:     opts,
-		writers:  newLimiter(opts.Concurrency, opts.FixedConcurrency, opts.Priority),
+		writers:  limit.New(opts.Concurrency, opts.FixedConcurrency, limitPriority(opts.Priority)),
 		progress: opts.Resume,
 		resumed:  parseWritten(opts.Resume.Written),
 	}
-	r.writers.onChange, r.writers.log = opts.OnLimit, klog.FromContext(ctx)
+	var onLimit func(int, limit.Reason, float64)
+	if opts.OnLimit != nil {
+		onLimit = func(n int, reason limit.Reason, rate float64) { opts.OnLimit(n, limitReason(reason), rate) }
+	}
+	r.writers.Observe(onLimit, klog.FromContext(ctx))
 	var err error
 	if r.objects, err = newObjectClient(client, opts, r.writers); err != nil {
 		return Result{Progress: opts.Resume}, err
@@ -141,7 +146,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 type runner struct {
 	objects objectClient
 	opts    Options
-	writers *limiter
+	writers *limit.Gate
 	qps     flowcontrol.RateLimiter // nil: no cap
 	// space is the etcd space budget; metrics reads the API server's
 	// /metrics for it (nil without a rest.Config).
@@ -179,7 +184,9 @@ func (r *runner) snapshot() Progress {
 	if !p.CatchUp {
 		p.Written = r.writtenLocked()
 	}
-	p.Writers, p.WritersReason, p.WriteRate = r.writers.Status()
+	var reason limit.Reason
+	p.Writers, reason, p.WriteRate = r.writers.Status()
+	p.WritersReason = limitReason(reason)
 	return p
 }
 

@@ -24,6 +24,8 @@ import (
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/graduator/graduator/internal/limit"
 )
 
 func TestMigration(t *testing.T) {
@@ -46,28 +48,28 @@ var _ = Describe("the checkpoint", func() {
 	)
 })
 
-var _ = Describe("Judge: what a refused write proves", func() {
+var _ = Describe("judge: what a refused write proves", func() {
 	listed := ObjectVersion{UID: "u1", ResourceVersion: "900"}
 	DescribeTable("an object is done only when proven so",
-		func(current *ObjectVersion, want Outcome) {
-			Expect(Judge(listed, current, "1000")).To(Equal(want))
+		func(current *ObjectVersion, want fate) {
+			Expect(judge(listed, current, "1000")).To(Equal(want))
 		},
-		Entry("deleted since the LIST: done", nil, Skipped),
-		Entry("deleted and created again (new uid): done", &ObjectVersion{UID: "u2", ResourceVersion: "950"}, Skipped),
-		Entry("written after the checkpoint: done", &ObjectVersion{UID: "u1", ResourceVersion: "1001"}, Skipped),
-		Entry("written before the checkpoint, after the LIST: write again", &ObjectVersion{UID: "u1", ResourceVersion: "950"}, Retry),
+		Entry("deleted since the LIST: done", nil, skipped),
+		Entry("deleted and created again (new uid): done", &ObjectVersion{UID: "u2", ResourceVersion: "950"}, skipped),
+		Entry("written after the checkpoint: done", &ObjectVersion{UID: "u1", ResourceVersion: "1001"}, skipped),
+		Entry("written before the checkpoint, after the LIST: write again", &ObjectVersion{UID: "u1", ResourceVersion: "950"}, writeAgain),
 		Entry("unchanged although the write said 404 (no status subresource): failed",
-			&ObjectVersion{UID: "u1", ResourceVersion: "900"}, Failed),
+			&ObjectVersion{UID: "u1", ResourceVersion: "900"}, failed),
 	)
 	It("never takes an unparsable resourceVersion as newer", func() {
-		Expect(Judge(listed, &ObjectVersion{UID: "u1", ResourceVersion: "900"}, "not-a-number")).To(Equal(Failed))
+		Expect(judge(listed, &ObjectVersion{UID: "u1", ResourceVersion: "900"}, "not-a-number")).To(Equal(failed))
 	})
 })
 
-var _ = Describe("StopsRun: errors that are the cluster's, not the object's", func() {
+var _ = Describe("stopsRun: errors that are the cluster's, not the object's", func() {
 	gr := schema.GroupResource{Group: "restaurant.example.com", Resource: "pizzas"}
 	DescribeTable("which write errors stop the run instead of failing one object",
-		func(err error, stops bool) { Expect(StopsRun(err)).To(Equal(stops)) },
+		func(err error, stops bool) { Expect(stopsRun(err)).To(Equal(stops)) },
 		Entry("a conversion webhook that does not answer", apierrors.NewInternalError(errors.New(
 			`conversion webhook for restaurant.example.com/v1alpha1, Kind=Pizza failed: Post "https://127.0.0.1:1/convert": connection refused`)), true),
 		Entry("an API server still unavailable after the retries", apierrors.NewServiceUnavailable("later"), true),
@@ -79,5 +81,24 @@ var _ = Describe("StopsRun: errors that are the cluster's, not the object's", fu
 			errors.New(`admission webhook "deny.example.com" denied the request: frozen`)), false),
 		Entry("validation rejects the object", apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "Pizza"}, "margherita", nil), false),
 		Entry("a conflict (judged by a read, never final)", apierrors.NewConflict(gr, "margherita", errors.New("changed")), false),
+	)
+})
+
+var _ = Describe("the adaptive limit's public words", func() {
+	DescribeTable("each of the rule's reasons reads as the public LimitReason of the same name",
+		func(r limit.Reason, public LimitReason) { Expect(limitReason(r)).To(Equal(public)) },
+		Entry(nil, limit.Probing, LimitProbing),
+		Entry(nil, limit.Holding, LimitHolding),
+		Entry(nil, limit.BackingOff, LimitBackingOff),
+		Entry(nil, limit.Yielding, LimitYielding),
+		Entry(nil, limit.Queueing, LimitQueueing),
+		Entry(nil, limit.Pausing, LimitPausing),
+		Entry(nil, limit.Fixed, LimitFixed),
+	)
+	DescribeTable("each Priority reaches the rule as its own, empty as Background",
+		func(p Priority, want limit.Priority) { Expect(limitPriority(p)).To(Equal(want)) },
+		Entry(nil, PriorityBackground, limit.Background),
+		Entry(nil, PriorityFull, limit.Full),
+		Entry(nil, Priority(""), limit.Background),
 	)
 })

@@ -33,6 +33,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+
+	"github.com/graduator/graduator/internal/limit"
 )
 
 // objectRef is all the run keeps of a listed object.
@@ -86,7 +88,7 @@ func currentRevision(inNamespace, cluster func() (string, error)) (string, error
 // newObjectClient picks the client: one of the engine's own, built from
 // opts.Config with a transport that reports throttling to the limiter, or
 // the dynamic client.
-func newObjectClient(dyn dynamic.Interface, opts Options, writers *limiter) (objectClient, error) {
+func newObjectClient(dyn dynamic.Interface, opts Options, writers *limit.Gate) (objectClient, error) {
 	if opts.Config != nil {
 		cfg := rest.CopyConfig(opts.Config)
 		// No client-side token bucket (client-go's default is 5 QPS): API
@@ -146,7 +148,7 @@ func metricsReader(cfg *rest.Config) func(context.Context) ([]byte, error) {
 // as throttled and is retried under the limit.
 type throttleObserver struct {
 	next    http.RoundTripper
-	writers *limiter
+	writers *limit.Gate
 }
 
 func (t throttleObserver) RoundTrip(req *http.Request) (*http.Response, error) {

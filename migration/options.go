@@ -81,7 +81,7 @@ type Options struct {
 	// Priority is how much of the API server the adaptive limit takes:
 	// PriorityBackground (when empty) keeps other clients' write rate at 55%
 	// or more of their rate alone, PriorityFull takes the server's full
-	// speed (see NextLimit).
+	// speed.
 	Priority Priority
 	// PageSize is the LIST limit.
 	PageSize int64
@@ -113,7 +113,7 @@ type Options struct {
 	// objects still at one of them are skipped too. Without a checkpoint,
 	// the first LIST's resourceVersion is taken (and reported in Progress).
 	Resume Progress
-	// MaxFailures bounds Progress.Failures.
+	// MaxFailures bounds Progress.Failures (DefaultMaxFailures when 0).
 	MaxFailures int
 	// SweepWatchLimit bounds the objects written by others during the run
 	// that the catch-up sweep's watch keeps (DefaultSweepWatchLimit when

@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/graduator/graduator/internal/errclass"
+	"github.com/graduator/graduator/internal/limit"
 	"github.com/graduator/graduator/internal/paging"
 )
 
@@ -179,7 +180,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 	checkpoint, needed := ps.needsWrite(ps.kind, obj, progress)
 	switch {
 	case !needed && ps.kind == mainPass:
-		ps.finish(pr, Skipped, nil, obj) // newer than the checkpoint: done
+		ps.finish(pr, skipped, nil, obj) // newer than the checkpoint: done
 		return
 	case !needed:
 		ps.finish(pr, passedOver, nil, obj) // not written during the run
@@ -197,7 +198,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 	}
 	if err := ps.writers.Acquire(ps.ctx); err != nil || ps.etcdFull.Load() {
 		if err == nil {
-			ps.writers.Release(Signal{})
+			ps.writers.Release(limit.Signal{})
 		}
 		ps.space.done(chunk, "")
 		ps.finish(pr, notCounted, nil, obj)
@@ -208,7 +209,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		defer ps.running.Done()
 		outcome, rv, err := ps.handle(ps.ctx, obj, checkpoint)
 		ps.space.done(chunk, rv)
-		if err != nil && StopsRun(err) && ps.ctx.Err() == nil {
+		if err != nil && stopsRun(err) && ps.ctx.Err() == nil {
 			if errclass.IsNoSpace(err) {
 				err = &EtcdFullError{Err: err}
 			}
@@ -223,8 +224,8 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 
 // finish records one object's outcome and marks done the pages at the head
 // that have nothing pending.
-func (ps *passState) finish(pr *pageRun, outcome Outcome, err error, obj objectRef) {
-	if ps.opts.OnObject != nil && ps.kind == mainPass && outcome <= Failed {
+func (ps *passState) finish(pr *pageRun, outcome fate, err error, obj objectRef) {
+	if ps.opts.OnObject != nil && ps.kind == mainPass && outcome <= failed {
 		ps.opts.OnObject()
 	}
 	ps.pagesMu.Lock()
@@ -341,20 +342,20 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 // told about the API server's load, so retries of throttled writes wait
 // for the limit and the Retry-After like any other write. It returns the
 // resourceVersion of the write stored, if any. The returned error explains a
-// Failed outcome or stops the run (StopsRun).
-func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
+// Failed outcome or stops the run (stopsRun).
+func (r *runner) handle(ctx context.Context, obj objectRef, checkpoint string) (fate, string, error) {
 	outcome, written, err := r.rewrite(ctx, obj, checkpoint)
-	if outcome == Rewritten {
+	if outcome == rewritten {
 		r.recordWrite(written)
 	}
 	return outcome, written, err
 }
 
 // rewrite is handle's loop: write, and read back what a refused write means.
-func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) (Outcome, string, error) {
+func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) (fate, string, error) {
 	if r.qps != nil {
 		if err := r.qps.Wait(ctx); err != nil {
-			r.writers.Release(Signal{})
+			r.writers.Release(limit.Signal{})
 			return notCounted, "", err
 		}
 	}
@@ -367,7 +368,7 @@ func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) 
 		}
 		written, err := r.write(ctx, obj, target)
 		if err == nil {
-			return Rewritten, written.ResourceVersion, nil
+			return rewritten, written.ResourceVersion, nil
 		}
 		if obj.WriteAt != "" && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err)) &&
 			!errclass.IsConversionError(err) {
@@ -379,7 +380,7 @@ func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) 
 			continue
 		}
 		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return Failed, "", err
+			return failed, "", err
 		}
 		var current *ObjectVersion
 		if getErr := retry(ctx, func() error {
@@ -387,21 +388,21 @@ func (r *runner) rewrite(ctx context.Context, obj objectRef, checkpoint string) 
 			current, err = r.objects.get(ctx, obj.Namespace, obj.Name)
 			return err
 		}); getErr != nil {
-			return Failed, "", fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
+			return failed, "", fmt.Errorf("%w; reading it back to check failed: %w", err, getErr)
 		}
-		switch Judge(target, current, checkpoint) {
-		case Retry:
+		switch judge(target, current, checkpoint) {
+		case writeAgain:
 			if attempt < maxWriteAttempts {
 				// Written meanwhile, perhaps at Resource's version: the
 				// listed managedFields no longer tell where it is cheap.
 				target, obj.WriteAt = *current, ""
 				continue
 			}
-			return Failed, "", fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
-		case Failed:
-			return Failed, "", fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
+			return failed, "", fmt.Errorf("%w; it kept changing over %d attempts", err, attempt)
+		case failed:
+			return failed, "", fmt.Errorf("%w; the object still exists unchanged, so it was not rewritten", err)
 		}
-		return Skipped, "", nil
+		return skipped, "", nil
 	}
 }
 
@@ -413,7 +414,7 @@ func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion)
 	for {
 		start := time.Now()
 		written, err := r.objects.patch(ctx, obj.Namespace, obj.Name, obj.WriteAt, NoOpPatch(target), r.opts.WriteTo.Subresources())
-		signal := Signal{Latency: time.Since(start), Throttled: errclass.Retriable(err) || errclass.IsTimeout(err)}
+		signal := limit.Signal{Latency: time.Since(start), Throttled: errclass.Retriable(err) || errclass.IsTimeout(err)}
 		if err == nil {
 			signal.Revision, _ = strconv.ParseUint(written.ResourceVersion, 10, 64)
 		}
@@ -444,17 +445,17 @@ func (r *runner) write(ctx context.Context, obj objectRef, target ObjectVersion)
 const maxWriteAttempts = 3
 
 // tally counts one object's outcome in its page.
-func (r *runner) tally(c *Progress, kind passKind, outcome Outcome, err error, obj objectRef) {
+func (r *runner) tally(c *Progress, kind passKind, outcome fate, err error, obj objectRef) {
 	switch {
 	case outcome == notCounted, outcome == dispatched, outcome == passedOver:
-	case outcome == Failed:
+	case outcome == failed:
 		c.Failed++
 		if len(c.Failures) < r.opts.MaxFailures {
 			c.Failures = append(c.Failures, Failure{Namespace: obj.Namespace, Name: obj.Name, Reason: errorText(err)})
 		}
 	case kind == catchUpPass:
 		c.CaughtUp++
-	case outcome == Rewritten:
+	case outcome == rewritten:
 		c.Rewritten++
 	default:
 		c.Skipped++
@@ -486,4 +487,4 @@ func (r *runner) wroteVersion(rv string) bool {
 	return r.written.has(v) || inRanges(r.resumed, v)
 }
 
-// StopsRun reports whether a write error is not the object's own but the
+// stopsRun reports whether a write error is not the object's own but the

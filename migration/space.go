@@ -371,7 +371,7 @@ func (r *runner) reserveSpace(ctx context.Context) (*spaceChunk, error) {
 			r.progress.CompactionWait = ""
 			r.mu.Unlock()
 			r.notify()
-			r.writers.restartWindow()
+			r.writers.RestartWindow()
 		}
 	}()
 	for {

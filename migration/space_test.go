@@ -31,6 +31,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/graduator/graduator/internal/errclass"
+	"github.com/graduator/graduator/internal/limit"
 )
 
 const mib = int64(1) << 20
@@ -180,7 +181,7 @@ apiserver_storage_size_bytes_other 1e+12
 		var compactedTo atomic.Int64
 		var asked sync.Map
 		var reports []Progress
-		r := &runner{writers: newLimiter(8, false, PriorityBackground)}
+		r := &runner{writers: limit.New(8, false, limit.Background)}
 		r.opts.OnProgress = func(p Progress) { reports = append(reports, p) }
 		r.space = &spaceBudget{budget: 8 * WriteCost(defaultObjectBytes), compacted: func(_ context.Context, rv string) (bool, error) {
 			asked.Store(rv, true)
@@ -213,7 +214,7 @@ apiserver_storage_size_bytes_other 1e+12
 	})
 
 	It("never waits when the budget is off", func(ctx SpecContext) {
-		r := &runner{writers: newLimiter(8, false, PriorityBackground), space: &spaceBudget{budget: -1}}
+		r := &runner{writers: limit.New(8, false, limit.Background), space: &spaceBudget{budget: -1}}
 		for range 1000 {
 			_, err := r.reserveSpace(ctx)
 			Expect(err).NotTo(HaveOccurred())

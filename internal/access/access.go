@@ -43,9 +43,8 @@ const AggregationLabel = "graduator.io/aggregate-to-manager"
 // Needs lists the permissions a migration of resource needs, in the order
 // they are checked, across all namespaces:
 //   - list: the engine pages through every object;
-//   - get: a refused write (409, 404) is judged by reading the object back
-//     (migration.Judge), and the managedFields cleanup rereads objects that
-//     changed under it;
+//   - get: a refused write (409, 404) is judged by reading the object back,
+//     and the managedFields cleanup rereads objects that changed under it;
 //   - patch: the no-op writes (and the managedFields cleanup, which always
 //     patches the object itself);
 //   - patch on /status, for writeTo: Status.

@@ -81,7 +81,6 @@ type MigrateOptions struct {
 	genericiooptions.IOStreams
 
 	engine migration.Options
-	qps    float64
 	prune  bool
 	force  bool
 	output string
@@ -112,7 +111,11 @@ func NewMigrateOptions(flags *genericclioptions.ConfigFlags, streams genericioop
 
 // NewCmdMigrate is `graduator migrate CRD`.
 func NewCmdMigrate(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewMigrateOptions(flags, streams)
+	return newCmdMigrate(NewMigrateOptions(flags, streams))
+}
+
+// newCmdMigrate is `graduator migrate CRD` on options o, bound to its flags.
+func newCmdMigrate(o *MigrateOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate CRD",
 		Short: "Rewrite the objects of a CRD in its storage version, then optionally prune storedVersions",
@@ -154,7 +157,7 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", o.engine.Concurrency,
 		"Upper bound on writes in flight; the number adapts below it to what the API server takes.")
 	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
-	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
+	cmd.Flags().Float32Var(&o.engine.QPS, "qps", 0, "Optional ceiling on writes per second; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
 	cmd.Flags().BoolVar(&o.force, "force", false,
 		"Rewrite every object even when status.storedVersions lists only the storage version (re-encryption at rest after a key rotation).")
 	cmd.Flags().BoolVar(&o.prune, "prune", false, "Prune status.storedVersions to the storage version after a complete run without failures.")
@@ -183,8 +186,8 @@ func (o *MigrateOptions) Validate() error {
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.engine.Concurrency)
 	case o.engine.PageSize < 1:
 		return fmt.Errorf("--page-size must be at least 1, got %d", o.engine.PageSize)
-	case o.qps < 0:
-		return fmt.Errorf("--qps cannot be negative, got %g", o.qps)
+	case o.engine.QPS < 0:
+		return fmt.Errorf("--qps cannot be negative, got %g", o.engine.QPS)
 	case o.writeTo != string(migration.WriteToObject) && o.writeTo != string(migration.WriteToStatus):
 		return fmt.Errorf("--write-to must be %s or %s, got %q", migration.WriteToObject, migration.WriteToStatus, o.writeTo)
 	case !strings.EqualFold(o.priority, string(migration.PriorityBackground)) && !strings.EqualFold(o.priority, string(migration.PriorityFull)):
@@ -229,7 +232,6 @@ func (o *MigrateOptions) Complete(args []string) error {
 		return err
 	}
 	o.engine.Config = cfg
-	o.engine.QPS = float32(o.qps)
 	o.engine.WriteTo = migration.WriteTarget(o.writeTo)
 	o.engine.Priority = migration.PriorityBackground
 	if strings.EqualFold(o.priority, string(migration.PriorityFull)) {
@@ -359,13 +361,13 @@ func (o *MigrateOptions) nothingToMigrate(ctx context.Context, storage string) e
 // switch to show in discovery.
 const driverWait = 2 * time.Minute
 
-// policy is the graduation `graduator migrate` runs: GitOps mode with the
-// flags' tuning, and no settle delay (the storage version was switched by
+// policy is the graduation `graduator migrate` runs: GitOps mode writing
+// where --write-to says, and no settle delay (the storage version was switched by
 // whoever runs the command, before it).
 func (o *MigrateOptions) policy() *graduatorv1alpha1.CRDVersionPolicy {
 	policy := &graduatorv1alpha1.CRDVersionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: o.crdName, Generation: 1},
-		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(o.engine, 0, o.acceptLoss)},
+		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(o.engine.WriteTo, 0, o.acceptLoss)},
 	}
 	if o.etcdQuota != "" {
 		quota := resource.MustParse(o.etcdQuota) // checked by Validate
@@ -396,10 +398,18 @@ func (o *MigrateOptions) driver(progress *progressReporter, reporter driver.Repo
 		RewriteAll:       o.force,
 		EtcdQuotaSetting: "--etcd-quota",
 		AcceptLoss:       acceptLossFlags,
-		Engine: func(opts *migration.Options) {
-			opts.OnProgress, opts.OnObject = progress.update, progress.object
-		},
+		Engine:           o.engineOptions(progress),
 	}, nil
+}
+
+// engineOptions are the flags' tuning as the engine takes it, drawing the
+// progress bar when there is one.
+func (o *MigrateOptions) engineOptions(progress *progressReporter) *migration.Options {
+	opts := o.engine
+	if progress != nil {
+		opts.OnProgress, opts.OnObject = progress.update, progress.object
+	}
+	return &opts
 }
 
 func printSummary(w io.Writer, s migrateSummary) {

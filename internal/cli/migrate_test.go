@@ -17,12 +17,16 @@ limitations under the License.
 package cli
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 )
 
@@ -51,5 +55,35 @@ func TestWritesToStatusNeedAStatusSubresource(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "version v1 of widgets.example.com has no status subresource") {
 			t.Errorf("the refusal does not say why: %v", err)
 		}
+	}
+}
+
+// The flags' tuning goes to the engine as it is: --qps is a float from the
+// command line to the engine, with nothing rounded on the way.
+func TestQPSReachesTheEngineAsGiven(t *testing.T) {
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	flags := genericclioptions.NewConfigFlags(false)
+	server := "https://127.0.0.1:1"
+	flags.APIServer = &server
+	o := NewMigrateOptions(flags, genericiooptions.NewTestIOStreamsDiscard())
+	cmd := newCmdMigrate(o)
+	if err := cmd.Flags().Parse([]string{"--qps", "2.5", "--concurrency", "12", "--priority", "full"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Complete([]string{"widgets.example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := o.driver(nil, nil, graduation.ActionMigrate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Engine == nil {
+		t.Fatal("the driver is given no engine options: the policy's would be used")
+	}
+	if got := *d.Engine; got.QPS != 2.5 || got.Concurrency != 12 || got.Priority != migration.PriorityFull {
+		t.Errorf("the engine is given QPS %g, concurrency %d, priority %q; want 2.5, 12, Full", got.QPS, got.Concurrency, got.Priority)
 	}
 }

@@ -64,7 +64,6 @@ type PrepareOptions struct {
 	scan *ScanOptions
 
 	dryRun bool
-	qps    float64
 	// acceptLoss is --accept-loss, the field paths the conversion may lose;
 	// etcdQuota is --etcd-quota, etcd's space quota in every cluster.
 	acceptLoss []string
@@ -143,7 +142,7 @@ must act there), 2 on bad input or when a cluster could not be read or was not f
 		"etcd's space quota (its --quota-backend-bytes, such as 8Gi) in every cluster. Not told, each cluster's is read where its etcd pods show it, else etcd's default 2Gi is assumed.")
 	cmd.Flags().StringArrayVar(&o.acceptLoss, "accept-loss", nil,
 		"A field path (such as /status/conditions) the conversion may lose, in every cluster; the round-trip proof refuses any other loss. Repeatable.")
-	cmd.Flags().Float64Var(&o.qps, "qps", 0, "Optional ceiling on writes per second in each cluster; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
+	cmd.Flags().Float32Var(&o.engine.QPS, "qps", 0, "Optional ceiling on writes per second in each cluster; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
 	return cmd
 }
 
@@ -158,10 +157,9 @@ func (o *PrepareOptions) Complete(ctx context.Context) error {
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.engine.Concurrency)
 	case o.engine.PageSize < 1:
 		return fmt.Errorf("--page-size must be at least 1, got %d", o.engine.PageSize)
-	case o.qps < 0:
-		return fmt.Errorf("--qps cannot be negative, got %g", o.qps)
+	case o.engine.QPS < 0:
+		return fmt.Errorf("--qps cannot be negative, got %g", o.engine.QPS)
 	}
-	o.engine.QPS = float32(o.qps)
 	if _, err := migration.ParseEtcdQuota(o.etcdQuota); err != nil {
 		return fmt.Errorf("--etcd-quota: %w", err)
 	}
@@ -479,11 +477,9 @@ func firstFailure(fs []migration.Failure) string {
 // (the storage version was set by the release before), and etcd's quota
 // from --etcd-quota or, unset, from where the cluster's etcd pods show it.
 func (o *PrepareOptions) policy(ctx context.Context, d *driver.Driver, crd string) *graduatorv1alpha1.CRDVersionPolicy {
-	opts := o.engine
-	opts.WriteTo, opts.Priority = migration.WriteToObject, migration.PriorityBackground
 	policy := &graduatorv1alpha1.CRDVersionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: crd, Generation: 1},
-		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(opts, 0, o.acceptLoss)},
+		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(migration.WriteToObject, 0, o.acceptLoss)},
 	}
 	if o.etcdQuota != "" {
 		quota := resource.MustParse(o.etcdQuota) // checked by Validate
@@ -537,10 +533,17 @@ func (o *PrepareOptions) driver(cfg *rest.Config, view *clusterView) (*driver.Dr
 		Needs:            prepareNeeds,
 		EtcdQuotaSetting: "--etcd-quota",
 		AcceptLoss:       acceptLossFlags,
-		Engine: func(opts *migration.Options) {
-			opts.OnProgress, opts.OnObject = view.progress, view.object
-		},
+		Engine:           o.engineOptions(view),
 	}, nil
+}
+
+// engineOptions are the flags' tuning at background priority, reporting
+// to the cluster's view.
+func (o *PrepareOptions) engineOptions(view *clusterView) *migration.Options {
+	opts := o.engine
+	opts.Priority = migration.PriorityBackground
+	opts.OnProgress, opts.OnObject = view.progress, view.object
+	return &opts
 }
 
 // prepareStore keeps a CRD's graduation on the CRD (driver.CRDStore) from

@@ -18,7 +18,6 @@ package driver
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -30,21 +29,17 @@ import (
 	"github.com/graduator/graduator/migration"
 )
 
-// What the doors share beside the driver itself: the policy settings built
-// from a door's tuning, the predicate that interrupts a running migration,
+// What the doors share beside the driver itself: the policy settings a
+// one-shot door plans with, the predicate that interrupts a running migration,
 // and the API-group match of selectors.
 
-// Settings are the policy's migration settings for a door's engine tuning
-// (its Concurrency, PageSize, QPS, WriteTo and Priority), settle delay and
-// accepted losses. The policy's QPS is whole writes per second: a fraction
-// is rounded up, so that a cap is never tightened.
-func Settings(tuning migration.Options, settle time.Duration, acceptLoss []string) graduatorv1alpha1.MigrationSettings {
+// Settings are the policy's migration settings a one-shot door plans
+// with: where the writes go (the preflight and the access check read it),
+// the settle delay and the accepted losses. The door's engine tuning goes
+// to the engine as it is (Driver.Engine), not through the policy.
+func Settings(writeTo migration.WriteTarget, settle time.Duration, acceptLoss []string) graduatorv1alpha1.MigrationSettings {
 	return graduatorv1alpha1.MigrationSettings{
-		Concurrency: int32(tuning.Concurrency),
-		PageSize:    tuning.PageSize,
-		QPS:         int32(math.Ceil(float64(tuning.QPS))),
-		WriteTo:     tuning.WriteTo,
-		Priority:    graduatorv1alpha1.Priority(tuning.Priority),
+		WriteTo:     writeTo,
 		SettleDelay: &metav1.Duration{Duration: settle},
 		AcceptLoss:  acceptLoss,
 	}

@@ -167,9 +167,14 @@ type Driver struct {
 	// (access.Needs), checked with them before anything is written: the
 	// embedded controller's right to write on the CRD and to create Events.
 	Needs func(crd *apiextensionsv1.CustomResourceDefinition) []authorizationv1.ResourceAttributes
-	// Engine adds door-specific options to each migration run (a progress
-	// bar's callbacks); called on the options the driver built.
-	Engine func(*migration.Options)
+	// Engine, when set, is the engine's options for every run of this
+	// door, as the door has them (the CLI's flags, crdmigrate.Options, a
+	// rehearsal's tuning) with its callbacks: the tuning goes to the engine
+	// as it is. The driver sets only what a run knows: the Resource, the
+	// Config, the progress to Resume, the WriteTo the plan checked (the
+	// policy's), etcd's quota and where it is told. When nil, a run's
+	// options are the policy's spec.migration: the operator's door.
+	Engine *migration.Options
 	// EtcdQuota is etcd's space quota in bytes when the door knows it (the
 	// manager's --etcd-quota), for a policy that sets none: it sharpens the
 	// migration's space budget. 0 when unknown.

@@ -17,6 +17,7 @@ limitations under the License.
 package driver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -166,11 +167,11 @@ func (h *pageHandler) record(p migration.Progress) {
 // and what the run wrote itself needs no write again. That holds
 //
 //   - for a retry of a run that ended with failures, on the same CRD
-//     generation and version (without it the retry rewrote every object
-//     again: the robustness suite's seed 9, 2.4 writes per object);
+//     generation and version: without it the retry rewrites every object
+//     again, and a run under faults ends near 2.4 writes per object;
 //   - across exactly one edit of the CRD's spec that left the storage
-//     version at version, such as a version added (seed 38: 1.9 writes per
-//     object). One edit cannot set the storage version elsewhere and back,
+//     version at version, such as a version added: without it the run
+//     starts afresh, near 1.9 writes per object. One edit cannot set the storage version elsewhere and back,
 //     so nothing was stored in another version in between; two edits
 //     could (set back, then forward again: objects written in between are
 //     newer than the checkpoint yet stored in the old version), and start
@@ -202,26 +203,18 @@ func lastRunOf(r *graduatorv1alpha1.MigrationStatus) string {
 }
 
 // engineOptions are the engine's options for a run of the policy's
-// migration settings, resuming from resume, with the door's additions.
+// migration, resuming from resume: the door's (Driver.Engine), or the
+// policy's tuning when the door has none.
 func (d *Driver) engineOptions(settings graduatorv1alpha1.MigrationSettings, resource schema.GroupVersionResource, resume migration.Progress) migration.Options {
-	opts := migration.Options{
-		Resource:         resource,
-		Config:           d.Config,
-		Concurrency:      int(settings.Concurrency),
-		PageSize:         settings.PageSize,
-		QPS:              float32(settings.QPS),
-		WriteTo:          settings.WriteTo,
-		Priority:         migration.Priority(settings.Priority),
-		Resume:           resume,
-		EtcdQuota:        settings.EtcdQuotaBytes(d.EtcdQuota),
-		EtcdQuotaSetting: d.EtcdQuotaSetting,
-	}
-	if opts.EtcdQuotaSetting == "" {
-		opts.EtcdQuotaSetting = PolicyEtcdQuotaSetting
-	}
+	opts := policyTuning(settings)
 	if d.Engine != nil {
-		d.Engine(&opts)
+		opts = *d.Engine
 	}
+	opts.Resource, opts.Config, opts.Resume = resource, d.Config, resume
+	// The policy's: the preflight and the access check read it there.
+	opts.WriteTo = settings.WriteTo
+	opts.EtcdQuota = settings.EtcdQuotaBytes(d.EtcdQuota)
+	opts.EtcdQuotaSetting = cmp.Or(d.EtcdQuotaSetting, PolicyEtcdQuotaSetting)
 	return opts
 }
 
@@ -250,6 +243,17 @@ func writeVersions(crd *apiextensionsv1.CustomResourceDefinition, storage string
 		return nil
 	}
 	return old
+}
+
+// policyTuning is the engine's tuning a policy's spec.migration sets: the
+// one conversion between the API's form and the engine's.
+func policyTuning(s graduatorv1alpha1.MigrationSettings) migration.Options {
+	return migration.Options{
+		Concurrency: int(s.Concurrency),
+		PageSize:    s.PageSize,
+		QPS:         float32(s.QPS),
+		Priority:    migration.Priority(s.Priority),
+	}
 }
 
 // PolicyEtcdQuotaSetting is where a policy tells etcd's quota.

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/graduator/graduator/internal/limit"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
 )
@@ -56,7 +57,7 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 	var settled []int
 	contenders := []contender{
 		{"engine (defaults: adaptive, no QPS cap)", func(gvr schema.GroupVersionResource) error {
-			t := newTrace(migration.StartLimit)
+			t := newTrace(limit.Start)
 			err := engine(t.context(ctx), b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg}))
 			t.done()
 			fmt.Printf("  (adaptive writer limit: %s)\n%s", t, t.startLines())
@@ -67,7 +68,7 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 			return err
 		}},
 		{"engine (priority Full)", func(gvr schema.GroupVersionResource) error {
-			t := newTrace(migration.InitialLimit)
+			t := newTrace(limit.Initial)
 			err := engine(t.context(ctx), b.dyn, t.options(migration.Options{Resource: gvr, Config: b.cfg, Priority: migration.PriorityFull}))
 			t.done()
 			fmt.Printf("  (adaptive writer limit: %s)\n%s", t, t.startLines())

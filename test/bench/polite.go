@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/graduator/graduator/internal/limit"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
 )
@@ -206,7 +207,7 @@ func (b *bench) politeIdle(ctx context.Context, id identity) (float64, float64, 
 	if err != nil {
 		return 0, 0, err
 	}
-	t := newTrace(migration.StartLimit)
+	t := newTrace(limit.Start)
 	if err := engine(t.context(ctx), id.engineDyn, t.options(migration.Options{Resource: gvr, Config: id.engine})); err != nil {
 		return 0, 0, fmt.Errorf("engine: %w", err)
 	}
@@ -249,7 +250,7 @@ func (b *bench) besideClosedLoop(ctx context.Context, id identity, fg schema.Gro
 		fgErr  error
 		done   = make(chan struct{})
 	)
-	t := newTrace(migration.StartLimit)
+	t := newTrace(limit.Start)
 	fgWrites := newCounter(t.start)
 	go func() {
 		defer close(done)
@@ -326,7 +327,7 @@ func (b *bench) besidePaced(ctx context.Context, id identity, fg schema.GroupVer
 		return pacedFigures{}, err
 	}
 	fctx, cancel = context.WithCancel(ctx)
-	t := newTrace(migration.StartLimit)
+	t := newTrace(limit.Start)
 	var (
 		during = &latencies{start: t.start}
 		fgErr  error

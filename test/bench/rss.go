@@ -93,8 +93,8 @@ func writeKubeconfig(env *envtestutil.Env) (string, error) {
 // in KiB: the VmHWM the child reads from /proc/self/status when it is done,
 // and the maxrss getrusage reports for it. The two differ: Go starts
 // children with vfork, and Linux carries the parent's peak RSS over into the
-// child's maxrss at exec, so maxrss is at least the benchmark's own peak
-// (the figure docs/benchmarks.md reported before 2026-11-23). The child is
+// child's maxrss at exec, so maxrss is at least the benchmark's own peak and
+// says nothing of the child's: VmHWM is the figure to report. The child is
 // killed if ctx ends first.
 func childPeakRSS(ctx context.Context, kubeconfig, group string) (hwm, maxrss int64, err error) {
 	self, err := os.Executable()

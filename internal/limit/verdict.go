@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package migration
+package limit
 
 import "time"
 
@@ -88,9 +88,9 @@ func (a AtLimit) add(w Window, limit int) AtLimit {
 // writers the others bear, and why.
 type verdict struct {
 	writers float64
-	// reason is LimitYielding (the others' rate fell), LimitQueueing (the
-	// engine's writes queued) or LimitProbing (no harm: room up to writers).
-	reason LimitReason
+	// reason is Yielding (the others' rate fell), Queueing (the
+	// engine's writes queued) or Probing (no harm: room up to writers).
+	reason Reason
 	// severe: the harm is past twice its bound (the others keep under half
 	// of keptMin, or the latency is twice latencyMax), which no swing of
 	// the server's explains: acted on from one window.
@@ -98,7 +98,7 @@ type verdict struct {
 }
 
 // harmed reports whether the limit must come down.
-func (v verdict) harmed() bool { return v.reason != LimitProbing }
+func (v verdict) harmed() bool { return v.reason != Probing }
 
 // stricter is the verdict of the two that allows fewer writers, a harm
 // before room.
@@ -135,9 +135,9 @@ func judge(a AtLimit, alone float64, base time.Duration) verdict {
 // beside writers of the engine's.
 func byRate(kept, writers float64) verdict {
 	kept = min(1, kept)
-	v := verdict{writers: targetWriters(writers, kept), reason: LimitProbing}
+	v := verdict{writers: targetWriters(writers, kept), reason: Probing}
 	if kept < keptMin {
-		v.reason, v.severe = LimitYielding, kept < keptMin/2
+		v.reason, v.severe = Yielding, kept < keptMin/2
 	}
 	return v
 }
@@ -150,12 +150,12 @@ func byRate(kept, writers float64) verdict {
 // the base.
 func byLatency(latency, base time.Duration, writers float64) verdict {
 	ratio := float64(latency) / float64(base)
-	v := verdict{writers: 2 * writers, reason: LimitProbing} // no queue: no bound from here
+	v := verdict{writers: 2 * writers, reason: Probing} // no queue: no bound from here
 	if ratio > 1 && writers > 1 {
 		v.writers = 1 + (writers-1)*(latencyTarget-1)/(ratio-1)
 	}
 	if ratio > latencyMax {
-		v.reason, v.severe = LimitQueueing, ratio > 2*latencyMax
+		v.reason, v.severe = Queueing, ratio > 2*latencyMax
 		v.writers = min(v.writers, writers)
 	}
 	return v

@@ -14,15 +14,17 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package migration
+// Package limit is the migration engine's adaptive limit on writes in
+// flight: its rule, Next, a pure function from the measures of one window
+// to the next limit (rule.go, verdict.go), and its gate, Gate, which admits
+// writers under that limit and measures the windows (gate.go).
+//
+// The engine's public surface (migration.Options.Priority,
+// Progress.Writers and WritersReason) is what a library user sees of it;
+// the rule's state and measures stay here, free to change with the rule.
+package limit
 
-import (
-	"context"
-	"sync"
-	"time"
-
-	"github.com/go-logr/logr"
-)
+import "time"
 
 // The adaptive limit on writes in flight. A migration is background work,
 // and the judge is what the other clients of the API server feel: their
@@ -56,25 +58,25 @@ import (
 //   - Background starts at one writer and pauses as soon as a write of its
 //     own has told it etcd's revision: until a pause measured the others it
 //     knows nothing of them, and its first writes are every client's queue.
-//     A first pause that finds the server idle takes it to InitialLimit
+//     A first pause that finds the server idle takes it to Initial
 //     writers (then as Full); one that finds others writing starts it
 //     slowly: from one writer, the limit doubles from one window to the
 //     next while the judge sees room for twice (TCP's slow start), and
 //     moves by the rule from the first window that does not. Without
 //     numeric resourceVersions (etcd's revisions) it never measures them
-//     and holds InitialLimit writers from its first window on.
-//   - The start never takes more than InitialLimit writers on the first
+//     and holds Initial writers from its first window on.
+//   - The start never takes more than Initial writers on the first
 //     pause's word alone. That pause follows the run's own setup (the
 //     /metrics read, the first page and its reads, the sweep's watch
 //     starting), which the server may still be busy with: its write can
 //     take longer than the engine's writes alone do and the others' rate
 //     can read low, and a base taken high or a rate alone taken low lets
-//     the judge see room that is not there. Past InitialLimit the limit
+//     the judge see room that is not there. Past Initial the limit
 //     climbs only on a measure taken once the setup is over: on an idle
 //     server, each window at the limit (the others' writes are counted
 //     beside the engine's: a window that finds them writing stops the
 //     climb and pauses at once); beside others, a second pause, due at
-//     once when the slow start would pass InitialLimit or the rule would
+//     once when the slow start would pass Initial or the rule would
 //     climb at all, whose measures replace the first's when the two
 //     disagree by more than one pause's noise (else they average). The
 //     first pause itself stays: the run's reads before its first write
@@ -92,7 +94,6 @@ import (
 // the best seen in the run while the engine's writes take four times as
 // long as then. A window's noise moves neither.
 const (
-	initialLimit = InitialLimit
 	// upStep is a step up once the server pushed back, or while others
 	// write (a quarter more writers, at least one).
 	upStep = 1.25
@@ -133,73 +134,60 @@ const (
 	minWindowTime         = 100 * time.Millisecond
 )
 
-// InitialLimit is the adaptive limit's first value with priority Full, and
+// Initial is the adaptive limit's first value with priority Full, and
 // Background's once its first pause found the server idle (or its first
 // window, without etcd's revisions to pause by).
-const InitialLimit = 8
+const Initial = 8
 
-// StartLimit is Background's limit until its first pause: one writer, so
+// Start is Background's limit until its first pause: one writer, so
 // that the writes it sends knowing nothing of the others queue no one.
-const StartLimit = 1
+const Start = 1
 
 // Priority says how much of the API server a migration takes.
 type Priority string
 
 const (
-	// PriorityBackground keeps other clients' write rate at 55% or more of
+	// Background keeps other clients' write rate at 55% or more of
 	// their rate without the migration, measured by pausing it briefly now
 	// and then, and its own write latency within 1.7 times its latency
 	// alone (every client's writes wait in that queue). It starts at one
 	// writer and pauses after its first write, so that it measured the
 	// others before it takes more; beside others it takes no more than
-	// InitialLimit writers until a second pause measured them again, clear
+	// Initial writers until a second pause measured them again, clear
 	// of the run's own setup. On a server others barely write to, it is
-	// PriorityFull from its first pause on. The default.
-	PriorityBackground Priority = "Background"
-	// PriorityFull takes the server's full speed, for maintenance windows:
-	// the limit climbs to Concurrency and comes down only when the server
+	// Full from its first pause on. The default.
+	Background Priority = "Background"
+	// Full takes the server's full speed, for maintenance windows:
+	// the limit climbs to the most writers allowed and comes down only when the server
 	// throttles, fails or collapses, whatever that costs other clients.
-	PriorityFull Priority = "Full"
+	Full Priority = "Full"
 )
 
-// LimitReason says what the adaptive limit is doing.
-type LimitReason string
+// Reason says what the adaptive limit is doing.
+type Reason string
 
 const (
-	// LimitProbing: the limit is stepping up towards Concurrency.
-	LimitProbing LimitReason = "Probing"
-	// LimitHolding: the limit is at Concurrency, where other clients keep
-	// about keptTarget of their rate, or waits after a throttle.
-	LimitHolding LimitReason = "Holding"
-	// LimitBackingOff: the API server throttled or failed a write (429,
+	// Probing: the limit is stepping up towards the most writers allowed.
+	Probing Reason = "Probing"
+	// Holding: the limit holds, at the most writers allowed, where other
+	// clients keep about keptTarget of their rate, or after a throttle.
+	Holding Reason = "Holding"
+	// BackingOff: the API server throttled or failed a write (429,
 	// 5xx, timeout), or its throughput collapsed, and the limit was halved.
-	LimitBackingOff LimitReason = "BackingOff"
-	// LimitYielding: other clients wrote less than 57% of their rate alone,
+	BackingOff Reason = "BackingOff"
+	// Yielding: other clients wrote less than 57% of their rate alone,
 	// and the limit came down.
-	LimitYielding LimitReason = "Yielding"
-	// LimitQueueing: while other clients wrote, the engine's own writes took
+	Yielding Reason = "Yielding"
+	// Queueing: while other clients wrote, the engine's own writes took
 	// more than 1.7 times as long as one write of its alone (every client's
 	// writes wait in that queue), and the limit came down.
-	LimitQueueing LimitReason = "Queueing"
-	// LimitPausing: the engine paused its writes for a moment to measure the
+	Queueing Reason = "Queueing"
+	// Pausing: the engine paused its writes for a moment to measure the
 	// other clients' write rate alone.
-	LimitPausing LimitReason = "Pausing"
-	// LimitFixed: Options.FixedConcurrency, no adaptation.
-	LimitFixed LimitReason = "Fixed"
+	Pausing Reason = "Pausing"
+	// Fixed: a fixed limit (New with fixed), no adaptation.
+	Fixed Reason = "Fixed"
 )
-
-// Signal is what one completed write tells the limiter.
-type Signal struct {
-	Latency time.Duration
-	// Throttled is a 429, a 5xx or a timeout: the server asks for less.
-	Throttled bool
-	// RetryAfter is the server's Retry-After, if any.
-	RetryAfter time.Duration
-	// Revision is the resourceVersion the server gave the write, when it
-	// stored one and it is a number: etcd's revision, which every write to
-	// that etcd, of any client, advances by one.
-	Revision uint64
-}
 
 // Window is what the engine measured over a stretch of time at one limit,
 // or while it paused.
@@ -258,11 +246,11 @@ func (w Window) throughput() float64 {
 	return w.Rate()
 }
 
-// LimitState is the rule's state from one window to the next.
-type LimitState struct {
+// State is the rule's state from one window to the next.
+type State struct {
 	// Limit is the number of writers allowed in flight.
 	Limit  int
-	Reason LimitReason
+	Reason Reason
 	// Hold counts the windows left before the limit climbs again after a
 	// throttle.
 	Hold int
@@ -311,7 +299,7 @@ type LimitState struct {
 // says nothing of a failure at 64: it is scaled by the writers first, or a
 // swing of the server's at 64 writers would read as a collapse and halve
 // the limit.
-func (s LimitState) collapsed(w Window) bool {
+func (s State) collapsed(w Window) bool {
 	t := w.throughput()
 	if s.Best <= 0 || t <= 0 || t >= s.Best/collapse || s.BestLatency <= 0 {
 		return false
@@ -323,9 +311,9 @@ func (s LimitState) collapsed(w Window) bool {
 	return float64(w.Latency) > collapse*expected
 }
 
-// NextLimit is the limiter's rule, a pure function: the state after a
+// Next is the limiter's rule, a pure function: the state after a
 // window measured at s.Limit (or while paused), bounded by [1, maxLimit].
-func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitState {
+func Next(s State, w Window, priority Priority, maxLimit int) State {
 	next := nextLimit(s, w, priority, maxLimit)
 	if next.Limit != s.Limit {
 		next.AtLimit = AtLimit{} // the windows measured the old limit
@@ -333,7 +321,7 @@ func NextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 	return next
 }
 
-func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitState {
+func nextLimit(s State, w Window, priority Priority, maxLimit int) State {
 	switch {
 	case w.Throttled:
 		return s.backOff(maxLimit)
@@ -341,14 +329,14 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 		return s.paused(w, priority, maxLimit)
 	}
 	s.Rate = w.Rate()
-	full := priority == PriorityFull || (s.Measured && s.Idle)
+	full := priority == Full || (s.Measured && s.Idle)
 	if full && s.collapsed(w) {
 		return s.backOff(maxLimit)
 	}
 	if t := w.throughput(); t > s.Best {
 		s.Best, s.BestLatency, s.bestWriters = t, w.Latency, w.Writers
 	}
-	if priority == PriorityFull {
+	if priority == Full {
 		s.PauseEvery = -1
 	}
 	if s.Hold > 0 {
@@ -359,16 +347,16 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 	case full:
 		if s.Idle && w.Others() >= idleOthers*w.Rate() {
 			// Someone else writes now: measure them before taking more.
-			s.PauseEvery, s.Reason = 0, LimitHolding
+			s.PauseEvery, s.Reason = 0, Holding
 			return s
 		}
 		return s.climb(maxLimit, maxLimit, !s.Gentle)
-	case !s.Measured && s.Limit < initialLimit:
+	case !s.Measured && s.Limit < Initial:
 		// A window closed before any pause: no revision to pause by.
-		s.Limit, s.Reason = min(initialLimit, maxLimit), LimitProbing
+		s.Limit, s.Reason = min(Initial, maxLimit), Probing
 		return s
 	case !s.Measured || w.Others() < 0:
-		s.Reason = LimitHolding // nothing to judge by yet
+		s.Reason = Holding // nothing to judge by yet
 		return s
 	}
 	s.AtLimit = s.AtLimit.add(w, s.Limit)
@@ -391,15 +379,15 @@ func nextLimit(s LimitState, w Window, priority Priority, maxLimit int) LimitSta
 }
 
 // climbMeasured is climb on measures taken after the run's setup: until a
-// second pause, the slow start doubles up to InitialLimit, and any other
+// second pause, the slow start doubles up to Initial, and any other
 // climb holds the limit and makes a pause due at once.
-func (s LimitState) climbMeasured(upTo, maxLimit int, double bool) LimitState {
+func (s State) climbMeasured(upTo, maxLimit int, double bool) State {
 	if s.pauses < 2 {
-		if upTo > s.Limit && (!s.SlowStart || s.Limit >= initialLimit) {
-			s.PauseEvery, s.Reason = 0, LimitHolding
+		if upTo > s.Limit && (!s.SlowStart || s.Limit >= Initial) {
+			s.PauseEvery, s.Reason = 0, Holding
 			return s
 		}
-		upTo = min(upTo, initialLimit)
+		upTo = min(upTo, Initial)
 	}
 	return s.climb(upTo, maxLimit, double)
 }
@@ -420,33 +408,33 @@ func targetWriters(writers, kept float64) float64 {
 
 // climb steps the limit up towards upTo, doubling it or by a quarter, or
 // holds it there.
-func (s LimitState) climb(upTo, maxLimit int, double bool) LimitState {
+func (s State) climb(upTo, maxLimit int, double bool) State {
 	factor := upStep
 	if double {
 		factor = 2
 	}
 	next := min(upTo, maxLimit, max(s.Limit+1, int(float64(s.Limit)*factor+0.5)))
 	if next <= s.Limit {
-		s.Reason = LimitHolding
+		s.Reason = Holding
 		return s
 	}
-	s.Limit, s.Reason = next, LimitProbing
+	s.Limit, s.Reason = next, Probing
 	return s
 }
 
 // backOff halves the limit and holds it there for a few windows.
-func (s LimitState) backOff(maxLimit int) LimitState {
+func (s State) backOff(maxLimit int) State {
 	s.Limit = min(max(s.Limit/2, 1), maxLimit)
-	s.Reason, s.Hold, s.Gentle, s.SlowStart = LimitBackingOff, holdWindows, true, false
+	s.Reason, s.Hold, s.Gentle, s.SlowStart = BackingOff, holdWindows, true, false
 	return s
 }
 
 // paused takes in a pause's measure of the others' rate alone, and sets
 // when the next pause is due: sooner while they write, later while the
 // server is idle. The first pause sets where the limit starts from.
-func (s LimitState) paused(w Window, priority Priority, maxLimit int) LimitState {
+func (s State) paused(w Window, priority Priority, maxLimit int) State {
 	alone := w.Others()
-	if alone < 0 || priority == PriorityFull {
+	if alone < 0 || priority == Full {
 		return s
 	}
 	first := !s.Measured
@@ -477,8 +465,8 @@ func (s LimitState) paused(w Window, priority Priority, maxLimit int) LimitState
 	s.Idle = alone < idleOthers*rate
 	if first {
 		s.SlowStart = !s.Idle
-		if s.Idle && s.Limit < initialLimit {
-			s.Limit, s.Reason = min(initialLimit, maxLimit), LimitProbing
+		if s.Idle && s.Limit < Initial {
+			s.Limit, s.Reason = min(Initial, maxLimit), Probing
 		}
 	}
 	if s.Idle {
@@ -492,8 +480,8 @@ func (s LimitState) paused(w Window, priority Priority, maxLimit int) LimitState
 	default:
 		s.PauseEvery = 2 * pauseEvery
 	}
-	if s.Reason == LimitPausing {
-		s.Reason = LimitHolding
+	if s.Reason == Pausing {
+		s.Reason = Holding
 	}
 	return s
 }
@@ -512,396 +500,3 @@ func setupMarked(first, second float64) bool {
 // setupSpread is how far apart two pauses' measures may lie and still be
 // averaged.
 const setupSpread = 1.5
-
-// pausePhase is where the limiter is in a pause.
-type pausePhase int
-
-const (
-	running  pausePhase = iota
-	draining            // no write starts; the writes in flight finish
-	paused              // none in flight: the others write alone
-	resuming            // one write in flight, whose revision ends the pause
-)
-
-// limiter gates writers: Acquire waits for a free slot under the current
-// limit (and past any Retry-After or pause), Release reports how the write
-// went and measures the windows the rule decides on.
-type limiter struct {
-	mu       sync.Mutex
-	state    LimitState
-	maxLimit int
-	priority Priority
-	fixed    bool // never adapt (measurements)
-	inFlight int
-	holdTill time.Time
-	wake     chan struct{} // closed and replaced whenever a slot may have freed
-	now      func() time.Time
-
-	// changed is when the limit last changed: writes started before it
-	// were made under the old limit and count in no window.
-	changed time.Time
-	// win is the window being measured; its Start is zero until it opens.
-	win Window
-	// writerTime integrates writes in flight over the window since last;
-	// latencies sums the latencies of the writes it counts.
-	writerTime float64
-	latencies  time.Duration
-	last       time.Time
-	// revision is the highest etcd revision a write was given, revisionAt
-	// when; storedFrom was it when the window opened, and ownStored counts
-	// the engine's writes stored since (Window.Stored, Window.OwnStored).
-	revision, storedFrom uint64
-	revisionAt           time.Time
-	ownStored            int64
-	// closing is the last window closed, waiting for the writes that were
-	// in flight when it closed.
-	closing *closingWindow
-	// phase is where a pause is; pauseFrom and pauseStart the revision and
-	// time it measures from, pauseUntil when its write may start, lastPause
-	// when the last one ended.
-	phase                             pausePhase
-	pauseFrom                         uint64
-	pauseStart, pauseUntil, lastPause time.Time
-	// rate is the last closed window's.
-	rate float64
-	// lastWindow is the last window the rule decided on.
-	lastWindow Window
-	// onChange is Options.OnLimit.
-	onChange func(int, LimitReason, float64)
-	// log tells what the pauses measured (logPause); the zero Logger
-	// discards.
-	log logr.Logger
-}
-
-// closingWindow is a window closed at revision to while writes were in
-// flight: those stored at or before to, which the engine hears of only
-// later, are its own, not other clients'. It is decided once as many
-// writes as were in flight have come back (a write sent after it closed is
-// stored after to).
-type closingWindow struct {
-	w        Window
-	from, to uint64
-	own      int64
-	left     int
-}
-
-func newLimiter(maxLimit int, fixed bool, priority Priority) *limiter {
-	if priority == "" {
-		priority = PriorityBackground
-	}
-	start := StartLimit
-	if priority == PriorityFull {
-		start = initialLimit
-	}
-	l := &limiter{
-		state:    LimitState{Limit: min(start, maxLimit), Reason: LimitProbing},
-		maxLimit: maxLimit, priority: priority, fixed: fixed,
-		wake: make(chan struct{}), now: time.Now,
-	}
-	if priority == PriorityFull {
-		l.state.PauseEvery = -1
-	}
-	if fixed {
-		l.state = LimitState{Limit: maxLimit, Reason: LimitFixed, PauseEvery: -1}
-	}
-	return l
-}
-
-// Limit is the current number of writers allowed in flight.
-func (l *limiter) Limit() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state.Limit
-}
-
-// Status is the limit, why it is what it is, and the engine's write rate
-// over the last window measured (0 before the first).
-func (l *limiter) Status() (int, LimitReason, float64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state.Limit, l.state.Reason, l.rate
-}
-
-// Acquire waits until a writer may start.
-func (l *limiter) Acquire(ctx context.Context) error {
-	for {
-		ok, hold := l.tryAcquire()
-		if ok {
-			return nil
-		}
-		l.mu.Lock()
-		wake := l.wake
-		l.mu.Unlock()
-		var timer *time.Timer
-		var expired <-chan time.Time
-		if hold > 0 {
-			timer = time.NewTimer(hold)
-			expired = timer.C
-		}
-		select {
-		case <-ctx.Done():
-		case <-wake:
-		case <-expired:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-}
-
-// tryAcquire takes a slot if a writer may start now; if not, wait is how
-// long until one may (a Retry-After, a pause), or 0 until a write in flight
-// comes back.
-func (l *limiter) tryAcquire() (ok bool, wait time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	if hold := l.holdTill.Sub(now); hold > 0 {
-		return false, hold
-	}
-	switch l.phase {
-	case draining, resuming:
-		return false, 0
-	case paused:
-		if wait := l.pauseUntil.Sub(now); wait > 0 {
-			return false, wait
-		}
-		l.phase = resuming // this write ends the pause
-	default:
-		if l.inFlight >= l.state.Limit {
-			return false, 0
-		}
-	}
-	l.integrate(now)
-	l.inFlight++
-	return true, 0
-}
-
-// Hold keeps every writer from starting for d (a Retry-After).
-func (l *limiter) Hold(d time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if until := l.now().Add(d); until.After(l.holdTill) {
-		l.holdTill = until
-	}
-}
-
-// integrate adds the writes in flight since the last event to the window.
-func (l *limiter) integrate(now time.Time) {
-	if !l.win.Start.IsZero() {
-		l.writerTime += float64(l.inFlight) * now.Sub(l.last).Seconds()
-	}
-	l.last = now
-}
-
-// Release frees the writer's slot and feeds its outcome to the rule.
-func (l *limiter) Release(s Signal) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.now()
-	l.integrate(now)
-	l.inFlight--
-	if s.RetryAfter > 0 {
-		if until := now.Add(s.RetryAfter); until.After(l.holdTill) {
-			l.holdTill = until
-		}
-	}
-	l.count(now, s)
-	switch {
-	case l.fixed:
-	case l.phase == resuming:
-		l.endPause(now, s)
-	case s.Throttled:
-		// A write started before the limit last changed tells about the
-		// old limit: a burst of 429s halves once, not once per write in
-		// flight.
-		if !now.Add(-s.Latency).Before(l.changed) {
-			l.closing = nil
-			l.decide(now, Window{Start: now, End: now, Throttled: true})
-		}
-	case l.phase == running:
-		l.measure(now, s)
-	}
-	if l.phase == draining && l.inFlight == 0 {
-		// Every write of the engine's is back: from the last one stored,
-		// the revisions are the others' alone.
-		l.phase, l.pauseFrom, l.pauseStart, l.pauseUntil = paused, l.revision, l.revisionAt, now.Add(pauseLength)
-	}
-	close(l.wake)
-	l.wake = make(chan struct{})
-}
-
-// count takes in the revision a write was stored at: the highest so far,
-// and whose window it counts in as the engine's own. A write of an object
-// already stored as it would be gives back the object's older revision:
-// the server stored nothing.
-func (l *limiter) count(now time.Time, s Signal) {
-	if c := l.closing; c != nil {
-		c.left--
-		if s.Revision > c.from && s.Revision <= c.to {
-			c.own++
-		}
-	}
-	if s.Revision == 0 {
-		return
-	}
-	if s.Revision > l.revision {
-		l.revision, l.revisionAt = s.Revision, now
-	}
-	if !l.win.Start.IsZero() && s.Revision > l.storedFrom {
-		l.ownStored++
-	}
-}
-
-// measure adds a write to the window, closes the window when it has
-// enough, and decides the window closed before once its writes are back.
-func (l *limiter) measure(now time.Time, s Signal) {
-	if l.firstPauseDue() {
-		// The first pause waits for no window: until it measured the
-		// others, every write the engine sends is theirs to wait behind.
-		l.startPause()
-		return
-	}
-	if c := l.closing; c != nil && (c.left <= 0 || l.inFlight == 0) {
-		l.settle(now)
-	}
-	// A write started before the limit last changed tells about the old
-	// limit and counts in no window.
-	if now.Add(-s.Latency).Before(l.changed) || l.phase != running {
-		return
-	}
-	if l.win.Start.IsZero() {
-		// The first write of the new limit opens the window: from here on
-		// the writes in flight are the new limit's.
-		l.openWindow(now)
-		return
-	}
-	l.win.Writes++
-	l.latencies += s.Latency
-	if l.win.Writes < max(minWindowWrites, windowWritesPerWriter*l.state.Limit) || now.Sub(l.win.Start) < minWindowTime {
-		return
-	}
-	if l.closing != nil {
-		l.settle(now)
-		if l.win.Start.IsZero() || l.phase != running {
-			return // the limit changed, or a pause began
-		}
-	}
-	w := l.win
-	w.End = now
-	w.Writers = l.writerTime / now.Sub(w.Start).Seconds()
-	w.Latency = l.latencies / time.Duration(w.Writes)
-	l.closing = &closingWindow{w: w, from: l.storedFrom, to: l.revision, own: l.ownStored, left: l.inFlight}
-	l.openWindow(now)
-	if l.inFlight == 0 {
-		l.settle(now)
-	}
-}
-
-// settle decides the window closed last. The first window has no revision
-// to start from.
-func (l *limiter) settle(now time.Time) {
-	c := l.closing
-	l.closing = nil
-	w := c.w
-	if c.from > 0 {
-		w.Stored, w.OwnStored = int64(c.to-c.from), min(int64(c.to-c.from), c.own)
-	}
-	l.rate = w.Rate()
-	l.decide(now, w)
-}
-
-// decide applies the rule to a window, and starts a pause when one is due.
-// When the limit changed, the window being measured is dropped: the next
-// opens with the first write of the new limit.
-func (l *limiter) decide(now time.Time, w Window) {
-	l.lastWindow = w
-	next := NextLimit(l.state, w, l.priority, l.maxLimit)
-	if next.Limit != l.state.Limit {
-		l.changed = now
-		l.win = Window{}
-	}
-	l.setState(next)
-	if next.PauseEvery >= 0 && l.phase == running && l.revision > 0 && !w.Throttled &&
-		(l.lastPause.IsZero() || now.Sub(l.lastPause) >= next.PauseEvery) {
-		l.startPause()
-	}
-}
-
-// firstPauseDue reports whether Background's first pause may start: a
-// write told etcd's revision, and no pause measured the others yet. Full
-// and a fixed concurrency never pause, whatever the state says.
-func (l *limiter) firstPauseDue() bool {
-	return l.priority == PriorityBackground && !l.fixed && l.phase == running && l.revision > 0 &&
-		l.lastPause.IsZero() && !l.state.Measured && l.state.PauseEvery == 0
-}
-
-// startPause stops writers from starting: the writes in flight finish,
-// then the others write alone (Release moves on once none is in flight).
-func (l *limiter) startPause() {
-	l.phase, l.win, l.closing = draining, Window{}, nil
-	next := l.state
-	next.Reason = LimitPausing
-	l.setState(next)
-}
-
-// endPause takes in the write that ended a pause: the revisions between
-// the engine's last write before it and this one were the others', alone.
-func (l *limiter) endPause(now time.Time, s Signal) {
-	l.phase, l.lastPause, l.changed, l.win = running, now, now, Window{}
-	switch {
-	case s.Throttled:
-		l.decide(now, Window{Start: now, End: now, Throttled: true})
-	case s.Revision > l.pauseFrom && l.pauseFrom > 0:
-		w := Window{Start: l.pauseStart, End: now, Paused: true, Writes: 1, Latency: s.Latency,
-			Stored: int64(s.Revision - l.pauseFrom), OwnStored: 1}
-		l.decide(now, w)
-		l.logPause(w)
-	default:
-		// Nothing stored: no measure this time; the next pause is due
-		// as if it had found others writing.
-		next := l.state
-		next.Reason = LimitHolding
-		if next.PauseEvery == 0 {
-			next.PauseEvery = pauseEvery
-		}
-		l.setState(next)
-	}
-}
-
-// logPause tells, at verbosity 1, what a pause measured and where the
-// limit goes from it: what a person needs to see why a run started where it
-// did (the first pauses follow the run's own setup).
-func (l *limiter) logPause(w Window) {
-	s := l.state
-	l.log.V(1).Info("paused to measure the other clients' writes alone", "pause", s.pauses,
-		"othersAlone", int(w.Others()+0.5), "pauseWrite", w.Latency, "alone", int(s.Alone+0.5), "base", s.Base,
-		"idle", s.Idle, "slowStart", s.SlowStart, "limit", s.Limit)
-}
-
-// setState moves to the rule's next state, and tells Options.OnLimit.
-func (l *limiter) setState(next LimitState) {
-	if l.onChange != nil && (next.Limit != l.state.Limit || next.Reason != l.state.Reason) {
-		l.onChange(next.Limit, next.Reason, l.rate)
-	}
-	l.state = next
-}
-
-// restartWindow drops the window being measured, after the run paused (a
-// wait for etcd's compaction): writes in flight before it measure nothing.
-func (l *limiter) restartWindow() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.changed = l.now()
-	l.win, l.closing = Window{}, nil
-}
-
-// openWindow starts measuring a window at now.
-func (l *limiter) openWindow(now time.Time) {
-	l.win = Window{Start: now}
-	l.writerTime, l.latencies, l.last = 0, 0, now
-	l.storedFrom, l.ownStored = l.revision, 0
-}

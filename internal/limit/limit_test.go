@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package migration
+package limit
 
 import (
 	"container/heap"
@@ -179,7 +179,7 @@ func (c *completions) Pop() any {
 type sample struct {
 	at                 time.Duration
 	limit              int
-	reason             LimitReason
+	reason             Reason
 	own, others, alone float64
 	paced              []pacedWrite
 }
@@ -201,9 +201,9 @@ type simRun []sample
 // of Little's law, the queue shared by every request in flight), give or
 // take a fifth, beside the engine and as it would alone, so that their p99
 // over a run follows where the limit went, the probes above it included.
-func simulate(ctx context.Context, server simServer, priority Priority, d time.Duration, from ...LimitState) simRun {
+func simulate(ctx context.Context, server simServer, priority Priority, d time.Duration, from ...State) simRun {
 	GinkgoHelper()
-	l := newLimiter(DefaultConcurrency, false, priority)
+	l := New(64, false, priority)
 	for _, s := range from {
 		l.state = s
 		l.lastPause = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) // as if a pause had just ended
@@ -212,7 +212,7 @@ func simulate(ctx context.Context, server simServer, priority Priority, d time.D
 }
 
 // simulateLimiter is simulate with the limiter given.
-func simulateLimiter(ctx context.Context, server simServer, l *limiter, d time.Duration) simRun {
+func simulateLimiter(ctx context.Context, server simServer, l *Gate, d time.Duration) simRun {
 	GinkgoHelper()
 	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	now := start
@@ -273,7 +273,7 @@ func simulateLimiter(ctx context.Context, server simServer, l *limiter, d time.D
 		}
 		limit, reason, _ := l.Status()
 		Expect(limit).To(BeNumerically(">=", 1), "never below one writer")
-		Expect(limit).To(BeNumerically("<=", DefaultConcurrency), "never above the bound")
+		Expect(limit).To(BeNumerically("<=", 64), "never above the bound")
 		run = append(run, sample{at: now.Sub(start), limit: limit, reason: reason, own: own, others: others, alone: alone, paced: paced})
 	}
 	return run
@@ -391,12 +391,12 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			server.cost = cost
 
 			It("idle, Background is Full: it reaches the bound and stays there, and its pauses cost under 5%", func(ctx SpecContext) {
-				background := simulate(ctx, server, PriorityBackground, d)
-				full := simulate(ctx, server, PriorityFull, d)
+				background := simulate(ctx, server, Background, d)
+				full := simulate(ctx, server, Full, d)
 				GinkgoWriter.Printf("idle: Background %s; Full %s; over the whole run, Background writes %.1f%% of Full's\n",
 					background.secondHalf(), full.secondHalf(), 100*background.rate()/full.rate())
 				median, _, _, outside := background.secondHalf().limits(oscillation)
-				Expect(median).To(Equal(DefaultConcurrency))
+				Expect(median).To(Equal(64))
 				Expect(outside).To(BeNumerically("<", 0.1))
 				Expect(background.rate()).To(BeNumerically(">=", 0.95*full.rate()), "the pauses' cost, the first included")
 			})
@@ -404,14 +404,14 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			// idleRate is the engine's rate on this server with nobody else
 			// writing, over the second half of a run.
 			idleRate := func(ctx SpecContext) float64 {
-				return simulate(ctx, server, PriorityBackground, d).secondHalf().rate()
+				return simulate(ctx, server, Background, d).secondHalf().rate()
 			}
 
 			DescribeTable("beside closed-loop foreground writers, they keep 55% of their rate alone or more, and the limit holds within the band",
 				func(ctx SpecContext, closed int, engineShare float64) {
 					server := server
 					server.closed = closed
-					run := simulate(ctx, server, PriorityBackground, d).secondHalf()
+					run := simulate(ctx, server, Background, d).secondHalf()
 					idle := idleRate(ctx)
 					GinkgoWriter.Printf("%d foreground writers: %s; %.2f of its idle rate\n", closed, run, run.rate()/idle)
 					Expect(run.kept()).To(BeNumerically(">=", 0.55))
@@ -427,7 +427,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			It("beside a client paced at 100 writes/s: the client keeps its rate and its p99 within 2x of alone, the engine half its idle rate or more", func(ctx SpecContext) {
 				server := server
 				server.paced = 100
-				beside := simulate(ctx, server, PriorityBackground, d).secondHalf()
+				beside := simulate(ctx, server, Background, d).secondHalf()
 				idle := idleRate(ctx)
 				during, alone := beside.pacedP99()
 				GinkgoWriter.Printf("beside 100 writes/s: %s; %.2f of its idle rate; the paced client's p99 %s, alone %s (%.2fx)\n",
@@ -440,7 +440,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			It("from the start, beside a client paced at 100 writes/s: its p99 over the first 10 s within 2x of alone", func(ctx SpecContext) {
 				server := server
 				server.paced = 100
-				run := simulate(ctx, server, PriorityBackground, 10*time.Second)
+				run := simulate(ctx, server, Background, 10*time.Second)
 				during, alone := run.pacedP99()
 				GinkgoWriter.Printf("from the start beside 100 writes/s, over 10 s: %s; the paced client's p99 %s, alone %s (%.2fx)\n",
 					run, during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
@@ -459,14 +459,14 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 	It("from the start, beside a client paced at 100 writes/s on a server whose own work shares its cores: one writer until the first pause, and its p99 over the first 10 s within 3x",
 		func(ctx SpecContext) {
 			shared := simServer{capacity: capacity, overhead: 2, cost: 1.7, paced: 100}
-			run := simulate(ctx, shared, PriorityBackground, 10*time.Second)
-			first := slices.IndexFunc(run, func(s sample) bool { return s.reason == LimitPausing })
+			run := simulate(ctx, shared, Background, 10*time.Second)
+			first := slices.IndexFunc(run, func(s sample) bool { return s.reason == Pausing })
 			Expect(first).To(BeNumerically(">=", 0), "a first pause")
 			before := slices.MaxFunc(run[:first+1], func(a, b sample) int { return a.limit - b.limit })
 			during, alone := run.pacedP99()
 			GinkgoWriter.Printf("from the start beside 100 writes/s, overhead 2: the first pause at %s (the limit at most %d before it); over 10 s %s; the paced client's p99 %s, alone %s (%.2fx)\n",
 				run[first].at, before.limit, run, during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
-			Expect(before.limit).To(Equal(StartLimit), "the limit before the first pause")
+			Expect(before.limit).To(Equal(Start), "the limit before the first pause")
 			Expect(run[first].at).To(BeNumerically("<", 100*time.Millisecond), "the first pause after the first write")
 			Expect(float64(during)).To(BeNumerically("<=", 3*float64(alone)), "the paced client's p99 over the first 10 s")
 		})
@@ -487,7 +487,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 	beforeSecondPause := func(r simRun) simRun {
 		pauses := 0
 		for i := 1; i < len(r); i++ {
-			if r[i].reason == LimitPausing && r[i-1].reason != LimitPausing {
+			if r[i].reason == Pausing && r[i-1].reason != Pausing {
 				if pauses++; pauses == 2 {
 					return r[:i]
 				}
@@ -496,15 +496,15 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		return r
 	}
 
-	DescribeTable("the start right after the run's setup, beside a client paced at 100 writes/s: no more than InitialLimit writers before a second pause, and the client's p99 over the 10 s after the setup within its bound",
+	DescribeTable("the start right after the run's setup, beside a client paced at 100 writes/s: no more than Initial writers before a second pause, and the client's p99 over the 10 s after the setup within its bound",
 		func(ctx SpecContext, server simServer, ratio float64) {
 			server = server.afterSetup(setup, setupSpeed)
 			server.paced = 100
-			run := simulate(ctx, server, PriorityBackground, setup+10*time.Second)
+			run := simulate(ctx, server, Background, setup+10*time.Second)
 			during, alone := run.from(setup).pacedP99()
 			GinkgoWriter.Printf("from the start after the setup, beside 100 writes/s, over 10 s: %s; at most %d writers before the second pause, %d in all; the paced client's p99 %s, alone %s (%.2fx)\n",
 				run, beforeSecondPause(run).maxLimit(), run.maxLimit(), during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
-			Expect(beforeSecondPause(run).maxLimit()).To(BeNumerically("<=", InitialLimit), "the limit before the second pause")
+			Expect(beforeSecondPause(run).maxLimit()).To(BeNumerically("<=", Initial), "the limit before the second pause")
 			Expect(during).To(BeNumerically("<=", pacedBound(alone)), "the paced client's p99 over the first 10 s: the target")
 			if ratio > 0 {
 				Expect(float64(during)).To(BeNumerically("<=", ratio*float64(alone)), "the paced client's p99 over the first 10 s, against alone")
@@ -513,14 +513,14 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		startServers,
 	)
 
-	DescribeTable("the start right after the run's setup, beside a 1-writer closed-loop client (its rate is 1/its latency): it keeps 50% of its rate alone or more over the 10 s after the setup, and no more than InitialLimit writers before a second pause",
+	DescribeTable("the start right after the run's setup, beside a 1-writer closed-loop client (its rate is 1/its latency): it keeps 50% of its rate alone or more over the 10 s after the setup, and no more than Initial writers before a second pause",
 		func(ctx SpecContext, server simServer, _ float64) {
 			server = server.afterSetup(setup, setupSpeed)
 			server.closed = 1
-			run := simulate(ctx, server, PriorityBackground, setup+10*time.Second)
+			run := simulate(ctx, server, Background, setup+10*time.Second)
 			GinkgoWriter.Printf("from the start after the setup, beside a 1-writer client, over 10 s: %s; at most %d writers before the second pause, %d in all\n",
 				run.from(setup), beforeSecondPause(run).maxLimit(), run.maxLimit())
-			Expect(beforeSecondPause(run).maxLimit()).To(BeNumerically("<=", InitialLimit), "the limit before the second pause")
+			Expect(beforeSecondPause(run).maxLimit()).To(BeNumerically("<=", Initial), "the limit before the second pause")
 			Expect(run.from(setup).kept()).To(BeNumerically(">=", 0.5), "the 1-writer client's rate over the first 10 s, of its rate alone")
 		},
 		startServers,
@@ -529,9 +529,9 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 	DescribeTable("idle, the start costs nothing: the first 6,000 writes, the setup included, at 0.90 or more of the rate of 64 fixed writers (the ceiling)",
 		func(ctx SpecContext, server simServer, _ float64) {
 			server = server.afterSetup(setup, setupSpeed)
-			background, ok := simulate(ctx, server, PriorityBackground, d).until(6000)
+			background, ok := simulate(ctx, server, Background, d).until(6000)
 			Expect(ok).To(BeTrue(), "6,000 writes within %s", d)
-			ceiling, ok := simulateLimiter(ctx, server, newLimiter(DefaultConcurrency, true, PriorityBackground), d).until(6000)
+			ceiling, ok := simulateLimiter(ctx, server, New(64, true, Background), d).until(6000)
 			Expect(ok).To(BeTrue(), "6,000 writes within %s", d)
 			took, ceilingTook := background[len(background)-1].at, ceiling[len(ceiling)-1].at
 			GinkgoWriter.Printf("idle, 6,000 writes: Background in %s, 64 fixed writers in %s: %.3f of the ceiling\n",
@@ -544,12 +544,12 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 	It("on a server whose own work shares its cores (a 2-core control plane), reaches the bound idle and leaves an 8-writer foreground 55% or more",
 		func(ctx SpecContext) {
 			shared := simServer{capacity: capacity, overhead: 2, cost: 1.7}
-			run := simulate(ctx, shared, PriorityBackground, d).secondHalf()
+			run := simulate(ctx, shared, Background, d).secondHalf()
 			GinkgoWriter.Printf("idle, overhead 2: %s\n", run)
 			median, _, _, _ := run.limits(oscillation)
-			Expect(median).To(Equal(DefaultConcurrency))
+			Expect(median).To(Equal(64))
 			shared.closed = 8
-			run = simulate(ctx, shared, PriorityBackground, d).secondHalf()
+			run = simulate(ctx, shared, Background, d).secondHalf()
 			GinkgoWriter.Printf("beside 8 foreground writers, overhead 2: %s\n", run)
 			Expect(run.kept()).To(BeNumerically(">=", 0.55))
 		})
@@ -564,9 +564,9 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			// 2.5x. Keeping the client within 2x would take the engine
 			// under 1.4 writers, about 0.45 of its idle rate.
 			shared := simServer{capacity: capacity, overhead: 2, cost: 1.7}
-			idle := simulate(ctx, shared, PriorityBackground, d).secondHalf().rate()
+			idle := simulate(ctx, shared, Background, d).secondHalf().rate()
 			shared.paced = 100
-			run := simulate(ctx, shared, PriorityBackground, d).secondHalf()
+			run := simulate(ctx, shared, Background, d).secondHalf()
 			during, alone := run.pacedP99()
 			GinkgoWriter.Printf("beside 100 writes/s, overhead 2: %s; %.2f of its idle rate; the paced client's p99 %s, alone %s (%.2fx)\n",
 				run, run.rate()/idle, during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
@@ -578,13 +578,13 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		func(ctx SpecContext, period time.Duration) {
 			swinging := idle.swinging(period, 0.4, 2*d)
 			swinging.cost = 1.7
-			run := simulate(ctx, swinging, PriorityBackground, 2*d).secondHalf()
+			run := simulate(ctx, swinging, Background, 2*d).secondHalf()
 			GinkgoWriter.Printf("idle, swinging every %s: %s\n", period, run)
 			median, _, _, _ := run.limits(oscillation)
-			Expect(median).To(Equal(DefaultConcurrency))
+			Expect(median).To(Equal(64))
 			for _, closed := range []int{8, 32} {
 				swinging.closed = closed
-				run = simulate(ctx, swinging, PriorityBackground, 2*d).secondHalf()
+				run = simulate(ctx, swinging, Background, 2*d).secondHalf()
 				GinkgoWriter.Printf("%d foreground writers, swinging every %s: %s\n", closed, period, run)
 				Expect(run.kept()).To(BeNumerically(">=", 0.5), "%d foreground writers", closed)
 			}
@@ -599,11 +599,11 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		// writers beside it: they write more than a tenth of the engine's
 		// rate, so the next window asks for a pause.
 		server := simServer{capacity: capacity, knee: 8, cost: 1.7, closed: 16}
-		from := LimitState{Limit: DefaultConcurrency, Reason: LimitHolding, Measured: true, Idle: true, PauseEvery: maxPauseEvery, pauses: 2}
-		run := simulate(ctx, server, PriorityBackground, d, from)
+		from := State{Limit: 64, Reason: Holding, Measured: true, Idle: true, PauseEvery: maxPauseEvery, pauses: 2}
+		run := simulate(ctx, server, Background, d, from)
 		GinkgoWriter.Printf("from 64 beside 16 foreground writers: %s\n", run.secondHalf())
 		Expect(run.secondHalf().kept()).To(BeNumerically(">=", 0.55))
-		i := slices.IndexFunc(run, func(s sample) bool { return s.reason == LimitYielding || s.reason == LimitQueueing })
+		i := slices.IndexFunc(run, func(s sample) bool { return s.reason == Yielding || s.reason == Queueing })
 		Expect(i).To(BeNumerically(">=", 0))
 		Expect(run[i].at).To(BeNumerically("<", 3*time.Second), "yielding within 3 s, not at the next pause due")
 	})
@@ -612,9 +612,9 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		// One writer beside 64 engine writes costing 3 each gets about
 		// 1/190 of the server: 5 writes/s beside the engine's 330.
 		server := simServer{capacity: capacity, knee: 8, cost: 3, closed: 1}
-		from := LimitState{Limit: DefaultConcurrency, Reason: LimitHolding, Measured: true, Idle: true, PauseEvery: maxPauseEvery, pauses: 2}
-		run := simulate(ctx, server, PriorityBackground, 3*maxPauseEvery, from)
-		i := slices.IndexFunc(run, func(s sample) bool { return s.reason == LimitYielding || s.reason == LimitQueueing })
+		from := State{Limit: 64, Reason: Holding, Measured: true, Idle: true, PauseEvery: maxPauseEvery, pauses: 2}
+		run := simulate(ctx, server, Background, 3*maxPauseEvery, from)
+		i := slices.IndexFunc(run, func(s sample) bool { return s.reason == Yielding || s.reason == Queueing })
 		Expect(i).To(BeNumerically(">=", 0))
 		GinkgoWriter.Printf("a starved 1-writer client: yielding from %s; %s\n", run[i].at, run.secondHalf())
 		Expect(run[i].at).To(BeNumerically(">", maxPauseEvery), "not seen before the pause: the engine cannot tell")
@@ -629,17 +629,17 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		server := idle
 		server.closed = 8
 		server.cost = 1.7
-		median, _, _, _ := simulate(ctx, server, PriorityFull, d).secondHalf().limits(oscillation)
-		Expect(median).To(Equal(DefaultConcurrency), "beside 8 foreground writers")
+		median, _, _, _ := simulate(ctx, server, Full, d).secondHalf().limits(oscillation)
+		Expect(median).To(Equal(64), "beside 8 foreground writers")
 	})
 
 	It("halves on a throttle, once per burst, never below one writer", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		// APF seats: more than 12 writes in flight are refused with a 429.
 		server := simServer{capacity: capacity, knee: 8, closed: 8, seats: 12}
-		run := simulate(ctx, server, PriorityFull, 30*time.Second)
+		run := simulate(ctx, server, Full, 30*time.Second)
 		halvings := 0
 		for i := 1; i < len(run); i++ {
-			if run[i].reason == LimitBackingOff && run[i-1].reason != LimitBackingOff {
+			if run[i].reason == BackingOff && run[i-1].reason != BackingOff {
 				halvings++
 				Expect(run[i].limit).To(Equal(max(1, run[i-1].limit/2)), "halved at %s", run[i].at)
 			}
@@ -648,9 +648,9 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		Expect(halvings).To(BeNumerically(">", 0))
 
 		now := time.Now()
-		l := newLimiter(64, false, PriorityBackground)
+		l := New(64, false, Background)
 		l.now = func() time.Time { return now }
-		l.state = LimitState{Limit: 16, Reason: LimitHolding}
+		l.state = State{Limit: 16, Reason: Holding}
 		for range 16 {
 			Expect(l.Acquire(ctx)).To(Succeed())
 		}
@@ -666,11 +666,11 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		}
 		_, reason, _ := l.Status()
 		Expect(l.Limit()).To(Equal(1), "never below one writer")
-		Expect(reason).To(Equal(LimitBackingOff))
+		Expect(reason).To(Equal(BackingOff))
 	})
 })
 
-var _ = Describe("NextLimit: the rule", func() {
+var _ = Describe("Next: the rule", func() {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	// window returns a window of writers writers at rate writes/s, starting
 	// at offset from t0 and lasting a second.
@@ -691,16 +691,16 @@ var _ = Describe("NextLimit: the rule", func() {
 	}
 	// measured is a Background state at limit whose last pauses (more than
 	// the first) measured the others alone at alone writes/s.
-	measured := func(limit int, alone float64) LimitState {
-		return LimitState{Limit: limit, Reason: LimitHolding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery, pauses: 2}
+	measured := func(limit int, alone float64) State {
+		return State{Limit: limit, Reason: Holding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery, pauses: 2}
 	}
-	idleAt := func(limit int) LimitState {
+	idleAt := func(limit int) State {
 		s := measured(limit, 0)
 		s.Idle = true
 		return s
 	}
 	// based is s with its pauses' writes measured at base.
-	based := func(s LimitState, base time.Duration) LimitState {
+	based := func(s State, base time.Duration) State {
 		s.Base, s.BasePauses = base, basePauses
 		return s
 	}
@@ -711,181 +711,181 @@ var _ = Describe("NextLimit: the rule", func() {
 			OwnStored: 1, Stored: 1 + int64(others/4)}
 	}
 	// slowStart is s in its slow start.
-	slowStart := func(s LimitState) LimitState {
+	slowStart := func(s State) State {
 		s.SlowStart = true
 		return s
 	}
 	// after is s once it measured w at its limit: the rule moves the limit
 	// from the second window at it on.
-	after := func(s LimitState, w Window) LimitState {
+	after := func(s State, w Window) State {
 		s.AtLimit = s.AtLimit.add(w, s.Limit)
 		return s
 	}
 	// again is the state after w at s's limit, with w next: two alike.
-	again := func(s LimitState, w Window) (LimitState, Window) { return after(s, w), w }
-	entry := func(name string, s LimitState, w Window, priority Priority, want LimitState) TableEntry {
+	again := func(s State, w Window) (State, Window) { return after(s, w), w }
+	entry := func(name string, s State, w Window, priority Priority, want State) TableEntry {
 		return Entry(name, s, w, priority, want)
 	}
-	twice := func(name string, s LimitState, w Window, priority Priority, want LimitState) TableEntry {
+	twice := func(name string, s State, w Window, priority Priority, want State) TableEntry {
 		s, w = again(s, w)
 		return entry(name+" (two windows alike)", s, w, priority, want)
 	}
 
 	DescribeTable("Full and an idle Background climb to the bound; beside others, the mean over the windows at a limit of the others' rate against their rate alone, and of the engine's latency against its base, moves the limit",
-		func(s LimitState, w Window, priority Priority, want LimitState) {
-			got := NextLimit(s, w, priority, 64)
+		func(s State, w Window, priority Priority, want State) {
+			got := Next(s, w, priority, 64)
 			Expect(got.Limit).To(Equal(want.Limit))
 			Expect(got.Reason).To(Equal(want.Reason))
 			Expect(got.Hold).To(Equal(want.Hold))
 			Expect(got.SlowStart).To(Equal(want.SlowStart))
 		},
-		Entry("Full, the first window: double", LimitState{Limit: 8, Reason: LimitProbing}, window(8, 400), PriorityFull,
-			LimitState{Limit: 16, Reason: LimitProbing}),
-		Entry("Full, once the server pushed back: a quarter more", LimitState{Limit: 8, Reason: LimitBackingOff, Gentle: true}, window(8, 400), PriorityFull,
-			LimitState{Limit: 10, Reason: LimitProbing}),
-		Entry("Full, one writer: a step is at least one writer", LimitState{Limit: 1, Reason: LimitBackingOff, Gentle: true}, window(1, 50), PriorityFull,
-			LimitState{Limit: 2, Reason: LimitProbing}),
-		Entry("Full at the bound: hold", LimitState{Limit: 64, Reason: LimitProbing}, window(64, 400), PriorityFull,
-			LimitState{Limit: 64, Reason: LimitHolding}),
-		Entry("Full never yields: the others keep a tenth of their rate", measured(16, 1000), beside(window(16, 400), 100), PriorityFull,
-			LimitState{Limit: 32, Reason: LimitProbing}),
-		Entry("Full, the rate fell (a swing, the others): not a collapse, climb on", LimitState{Limit: 32, Best: 1000, BestLatency: 32 * time.Millisecond},
-			slow(beside(window(32, 300), 200), 100*time.Millisecond), PriorityFull, LimitState{Limit: 64, Reason: LimitProbing}),
-		Entry("Full, the server stores under a quarter of its best, its writes 5x slower: halve", LimitState{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond},
-			slow(window(64, 200), 320*time.Millisecond), PriorityFull, LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
+		Entry("Full, the first window: double", State{Limit: 8, Reason: Probing}, window(8, 400), Full,
+			State{Limit: 16, Reason: Probing}),
+		Entry("Full, once the server pushed back: a quarter more", State{Limit: 8, Reason: BackingOff, Gentle: true}, window(8, 400), Full,
+			State{Limit: 10, Reason: Probing}),
+		Entry("Full, one writer: a step is at least one writer", State{Limit: 1, Reason: BackingOff, Gentle: true}, window(1, 50), Full,
+			State{Limit: 2, Reason: Probing}),
+		Entry("Full at the bound: hold", State{Limit: 64, Reason: Probing}, window(64, 400), Full,
+			State{Limit: 64, Reason: Holding}),
+		Entry("Full never yields: the others keep a tenth of their rate", measured(16, 1000), beside(window(16, 400), 100), Full,
+			State{Limit: 32, Reason: Probing}),
+		Entry("Full, the rate fell (a swing, the others): not a collapse, climb on", State{Limit: 32, Best: 1000, BestLatency: 32 * time.Millisecond},
+			slow(beside(window(32, 300), 200), 100*time.Millisecond), Full, State{Limit: 64, Reason: Probing}),
+		Entry("Full, the server stores under a quarter of its best, its writes 5x slower: halve", State{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond},
+			slow(window(64, 200), 320*time.Millisecond), Full, State{Limit: 32, Reason: BackingOff, Hold: holdWindows}),
 		Entry("Full at 64 writers, under a quarter of the best the server stored beside 8 (others wrote then), its writes 20x as long as then at 8x the writers (a swing): not a collapse",
-			LimitState{Limit: 64, Best: 2000, BestLatency: 8 * time.Millisecond, bestWriters: 8}, slow(window(64, 400), 160*time.Millisecond), PriorityFull,
-			LimitState{Limit: 64, Reason: LimitHolding}),
+			State{Limit: 64, Best: 2000, BestLatency: 8 * time.Millisecond, bestWriters: 8}, slow(window(64, 400), 160*time.Millisecond), Full,
+			State{Limit: 64, Reason: Holding}),
 		Entry("Full at 64 writers, under a quarter of that best, its writes 40x as long as then at 8x the writers: halve",
-			LimitState{Limit: 64, Best: 2000, BestLatency: 8 * time.Millisecond, bestWriters: 8}, slow(window(64, 200), 320*time.Millisecond), PriorityFull,
-			LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
+			State{Limit: 64, Best: 2000, BestLatency: 8 * time.Millisecond, bestWriters: 8}, slow(window(64, 200), 320*time.Millisecond), Full,
+			State{Limit: 32, Reason: BackingOff, Hold: holdWindows}),
 		Entry("Full, under a quarter of its best but as fast as then (the engine short of objects): not a collapse",
-			LimitState{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond}, slow(window(12, 190), 64*time.Millisecond), PriorityFull,
-			LimitState{Limit: 64, Reason: LimitHolding}),
-		Entry("Background, before the first pause: hold", LimitState{Limit: 8, Reason: LimitProbing}, beside(window(8, 400), 100), PriorityBackground,
-			LimitState{Limit: 8, Reason: LimitHolding}),
-		Entry("Background, a window before any pause (no revision to pause by): up to InitialLimit", LimitState{Limit: StartLimit, Reason: LimitProbing},
-			window(1, 100), PriorityBackground, LimitState{Limit: InitialLimit, Reason: LimitProbing}),
+			State{Limit: 64, Best: 1000, BestLatency: 64 * time.Millisecond}, slow(window(12, 190), 64*time.Millisecond), Full,
+			State{Limit: 64, Reason: Holding}),
+		Entry("Background, before the first pause: hold", State{Limit: 8, Reason: Probing}, beside(window(8, 400), 100), Background,
+			State{Limit: 8, Reason: Holding}),
+		Entry("Background, a window before any pause (no revision to pause by): up to Initial", State{Limit: Start, Reason: Probing},
+			window(1, 100), Background, State{Limit: Initial, Reason: Probing}),
 		Entry("Background's first pause, after its first write, finds others writing: a slow start from one writer",
-			LimitState{Limit: StartLimit, Reason: LimitPausing}, pausedFor(400, 10*time.Millisecond), PriorityBackground,
-			LimitState{Limit: 1, Reason: LimitHolding, SlowStart: true}),
-		Entry("Background's first pause finds others under a tenth of one writer's rate (the pause's write, 10 ms: 100/s): idle, up to InitialLimit",
-			LimitState{Limit: StartLimit, Reason: LimitPausing}, pausedFor(8, 10*time.Millisecond), PriorityBackground,
-			LimitState{Limit: InitialLimit, Reason: LimitProbing}),
-		Entry("a later pause finds others writing: no slow start", LimitState{Limit: 16, Reason: LimitPausing, Measured: true, Idle: true, Rate: 400},
-			pausedFor(400, 10*time.Millisecond), PriorityBackground, LimitState{Limit: 16, Reason: LimitHolding}),
+			State{Limit: Start, Reason: Pausing}, pausedFor(400, 10*time.Millisecond), Background,
+			State{Limit: 1, Reason: Holding, SlowStart: true}),
+		Entry("Background's first pause finds others under a tenth of one writer's rate (the pause's write, 10 ms: 100/s): idle, up to Initial",
+			State{Limit: Start, Reason: Pausing}, pausedFor(8, 10*time.Millisecond), Background,
+			State{Limit: Initial, Reason: Probing}),
+		Entry("a later pause finds others writing: no slow start", State{Limit: 16, Reason: Pausing, Measured: true, Idle: true, Rate: 400},
+			pausedFor(400, 10*time.Millisecond), Background, State{Limit: 16, Reason: Holding}),
 		entry("slow start, the others keep their rate and its writes take their base (room for twice): double, from the first window",
-			slowStart(based(measured(2, 100), 10*time.Millisecond)), slow(beside(window(2, 200), 100), 10*time.Millisecond), PriorityBackground,
-			LimitState{Limit: 4, Reason: LimitProbing, SlowStart: true}),
+			slowStart(based(measured(2, 100), 10*time.Millisecond)), slow(beside(window(2, 200), 100), 10*time.Millisecond), Background,
+			State{Limit: 4, Reason: Probing, SlowStart: true}),
 		entry("slow start, own writes 1.2x their base at 4 writers (1.4x lies at 7, under twice): over; the first window at a limit holds",
-			slowStart(based(measured(4, 100), 10*time.Millisecond)), slow(beside(window(4, 400), 100), 12*time.Millisecond), PriorityBackground,
-			LimitState{Limit: 4, Reason: LimitHolding}),
-		entry("slow start, the others keep 20%: over, down by half at once", slowStart(measured(16, 1000)), beside(window(16, 400), 200), PriorityBackground,
-			LimitState{Limit: 8, Reason: LimitYielding}),
-		Entry("slow start, a 429: over, halve", slowStart(measured(8, 1000)), Window{Throttled: true}, PriorityBackground,
-			LimitState{Limit: 4, Reason: LimitBackingOff, Hold: holdWindows}),
-		Entry("Background on an idle server: as Full, double", idleAt(16), beside(window(16, 400), 10), PriorityBackground,
-			LimitState{Limit: 32, Reason: LimitProbing}),
-		Entry("Background on an idle server, collapsed: halve", func() LimitState { s := idleAt(64); s.Best, s.BestLatency = 1000, 64*time.Millisecond; return s }(),
-			slow(window(64, 200), 320*time.Millisecond), PriorityBackground, LimitState{Limit: 32, Reason: LimitBackingOff, Hold: holdWindows}),
-		twice("others keep all of their rate (a paced client): a quarter more", measured(32, 100), beside(window(32, 400), 100), PriorityBackground,
-			LimitState{Limit: 40, Reason: LimitProbing}),
-		twice("others keep 80%: a quarter more", measured(10, 1000), beside(window(10, 400), 800), PriorityBackground,
-			LimitState{Limit: 13, Reason: LimitProbing}),
-		twice("others keep 60% (where 62% lies at 9 writers): hold", measured(10, 1000), beside(window(10, 400), 600), PriorityBackground,
-			LimitState{Limit: 10, Reason: LimitHolding}),
-		twice("others keep 56%: a writer fewer at least", measured(10, 1000), beside(window(10, 400), 560), PriorityBackground,
-			LimitState{Limit: 7, Reason: LimitYielding}),
-		twice("others keep 50%: down to where they would keep 62%", measured(10, 1000), beside(window(10, 400), 500), PriorityBackground,
-			LimitState{Limit: 6, Reason: LimitYielding}),
-		twice("others keep 20%: down by half at most", measured(16, 1000), beside(window(16, 400), 200), PriorityBackground,
-			LimitState{Limit: 8, Reason: LimitYielding}),
-		twice("the engine did not fill its slots: judged at the writers it used", measured(32, 1000), beside(window(10, 400), 500), PriorityBackground,
-			LimitState{Limit: 6, Reason: LimitYielding}),
-		twice("one writer: never below it", measured(1, 1000), beside(window(1, 50), 300), PriorityBackground,
-			LimitState{Limit: 1, Reason: LimitYielding}),
+			slowStart(based(measured(4, 100), 10*time.Millisecond)), slow(beside(window(4, 400), 100), 12*time.Millisecond), Background,
+			State{Limit: 4, Reason: Holding}),
+		entry("slow start, the others keep 20%: over, down by half at once", slowStart(measured(16, 1000)), beside(window(16, 400), 200), Background,
+			State{Limit: 8, Reason: Yielding}),
+		Entry("slow start, a 429: over, halve", slowStart(measured(8, 1000)), Window{Throttled: true}, Background,
+			State{Limit: 4, Reason: BackingOff, Hold: holdWindows}),
+		Entry("Background on an idle server: as Full, double", idleAt(16), beside(window(16, 400), 10), Background,
+			State{Limit: 32, Reason: Probing}),
+		Entry("Background on an idle server, collapsed: halve", func() State { s := idleAt(64); s.Best, s.BestLatency = 1000, 64*time.Millisecond; return s }(),
+			slow(window(64, 200), 320*time.Millisecond), Background, State{Limit: 32, Reason: BackingOff, Hold: holdWindows}),
+		twice("others keep all of their rate (a paced client): a quarter more", measured(32, 100), beside(window(32, 400), 100), Background,
+			State{Limit: 40, Reason: Probing}),
+		twice("others keep 80%: a quarter more", measured(10, 1000), beside(window(10, 400), 800), Background,
+			State{Limit: 13, Reason: Probing}),
+		twice("others keep 60% (where 62% lies at 9 writers): hold", measured(10, 1000), beside(window(10, 400), 600), Background,
+			State{Limit: 10, Reason: Holding}),
+		twice("others keep 56%: a writer fewer at least", measured(10, 1000), beside(window(10, 400), 560), Background,
+			State{Limit: 7, Reason: Yielding}),
+		twice("others keep 50%: down to where they would keep 62%", measured(10, 1000), beside(window(10, 400), 500), Background,
+			State{Limit: 6, Reason: Yielding}),
+		twice("others keep 20%: down by half at most", measured(16, 1000), beside(window(16, 400), 200), Background,
+			State{Limit: 8, Reason: Yielding}),
+		twice("the engine did not fill its slots: judged at the writers it used", measured(32, 1000), beside(window(10, 400), 500), Background,
+			State{Limit: 6, Reason: Yielding}),
+		twice("one writer: never below it", measured(1, 1000), beside(window(1, 50), 300), Background,
+			State{Limit: 1, Reason: Yielding}),
 		entry("the first window at a limit, others keep 50% (the server's swing as much as the engine's): hold", measured(10, 1000),
-			beside(window(10, 400), 500), PriorityBackground, LimitState{Limit: 10, Reason: LimitHolding}),
+			beside(window(10, 400), 500), Background, State{Limit: 10, Reason: Holding}),
 		entry("the first window at a limit, others keep 10%, under half the bound: down by half at once", measured(16, 1000),
-			beside(window(16, 400), 100), PriorityBackground, LimitState{Limit: 8, Reason: LimitYielding}),
+			beside(window(16, 400), 100), Background, State{Limit: 8, Reason: Yielding}),
 		entry("others keep 40%, then 80%: the mean of the windows at one limit, 60%, holds", after(measured(10, 1000), beside(window(10, 400), 400)),
-			beside(window(10, 400), 800), PriorityBackground, LimitState{Limit: 10, Reason: LimitHolding}),
+			beside(window(10, 400), 800), Background, State{Limit: 10, Reason: Holding}),
 		twice("own writes 1.2x their base, the others keep their rate: a quarter more", based(measured(10, 100), 10*time.Millisecond),
-			slow(beside(window(10, 400), 100), 12*time.Millisecond), PriorityBackground, LimitState{Limit: 13, Reason: LimitProbing}),
+			slow(beside(window(10, 400), 100), 12*time.Millisecond), Background, State{Limit: 13, Reason: Probing}),
 		twice("own writes 1.6x their base (where 1.4x lies at 7 writers): hold", based(measured(10, 100), 10*time.Millisecond),
-			slow(beside(window(10, 400), 100), 16*time.Millisecond), PriorityBackground, LimitState{Limit: 10, Reason: LimitHolding}),
+			slow(beside(window(10, 400), 100), 16*time.Millisecond), Background, State{Limit: 10, Reason: Holding}),
 		twice("own writes 2.2x their base, the others keep their rate (a paced client): down to where they would take 1.4x", based(measured(16, 100), 10*time.Millisecond),
-			slow(beside(window(16, 400), 100), 22*time.Millisecond), PriorityBackground, LimitState{Limit: 8, Reason: LimitQueueing}),
+			slow(beside(window(16, 400), 100), 22*time.Millisecond), Background, State{Limit: 8, Reason: Queueing}),
 		twice("own writes 1.75x their base: a writer fewer at least", based(measured(3, 100), 10*time.Millisecond),
-			slow(beside(window(3, 400), 100), 17500*time.Microsecond), PriorityBackground, LimitState{Limit: 2, Reason: LimitQueueing}),
+			slow(beside(window(3, 400), 100), 17500*time.Microsecond), Background, State{Limit: 2, Reason: Queueing}),
 		entry("the first window at a limit, own writes 4x their base, twice the bound: down at once", based(measured(16, 100), 10*time.Millisecond),
-			slow(beside(window(16, 400), 100), 40*time.Millisecond), PriorityBackground, LimitState{Limit: 8, Reason: LimitQueueing}),
+			slow(beside(window(16, 400), 100), 40*time.Millisecond), Background, State{Limit: 8, Reason: Queueing}),
 		twice("others keep 50%, own writes 1.2x: the stricter, the others' rate", based(measured(10, 1000), 10*time.Millisecond),
-			slow(beside(window(10, 400), 500), 12*time.Millisecond), PriorityBackground, LimitState{Limit: 6, Reason: LimitYielding}),
+			slow(beside(window(10, 400), 500), 12*time.Millisecond), Background, State{Limit: 6, Reason: Yielding}),
 		twice("others keep 80%, own writes 2x: the stricter, the latency", based(measured(10, 1000), 10*time.Millisecond),
-			slow(beside(window(10, 400), 800), 20*time.Millisecond), PriorityBackground, LimitState{Limit: 5, Reason: LimitQueueing}),
+			slow(beside(window(10, 400), 800), 20*time.Millisecond), Background, State{Limit: 5, Reason: Queueing}),
 		twice("one writer, own writes 3x: never below it", based(measured(1, 100), 10*time.Millisecond),
-			slow(beside(window(1, 50), 100), 30*time.Millisecond), PriorityBackground, LimitState{Limit: 1, Reason: LimitQueueing}),
+			slow(beside(window(1, 50), 100), 30*time.Millisecond), Background, State{Limit: 1, Reason: Queueing}),
 		twice("before a pause measured its base: the latency judges nothing", measured(10, 100),
-			slow(beside(window(10, 400), 100), 50*time.Millisecond), PriorityBackground, LimitState{Limit: 13, Reason: LimitProbing}),
+			slow(beside(window(10, 400), 100), 50*time.Millisecond), Background, State{Limit: 13, Reason: Probing}),
 		twice("idle, own writes 5x their base: Full, double", based(idleAt(16), 10*time.Millisecond),
-			slow(beside(window(16, 400), 10), 50*time.Millisecond), PriorityBackground, LimitState{Limit: 32, Reason: LimitProbing}),
-		Entry("a 429, 5xx or timeout: halve, hold", measured(10, 1000), Window{Throttled: true}, PriorityBackground,
-			LimitState{Limit: 5, Reason: LimitBackingOff, Hold: holdWindows}),
-		Entry("never below one writer", LimitState{Limit: 1, Reason: LimitBackingOff}, Window{Throttled: true}, PriorityFull,
-			LimitState{Limit: 1, Reason: LimitBackingOff, Hold: holdWindows}),
-		Entry("after a throttle: one window fewer to wait", LimitState{Limit: 8, Reason: LimitBackingOff, Hold: 2}, window(8, 400), PriorityFull,
-			LimitState{Limit: 8, Reason: LimitBackingOff, Hold: 1}),
+			slow(beside(window(16, 400), 10), 50*time.Millisecond), Background, State{Limit: 32, Reason: Probing}),
+		Entry("a 429, 5xx or timeout: halve, hold", measured(10, 1000), Window{Throttled: true}, Background,
+			State{Limit: 5, Reason: BackingOff, Hold: holdWindows}),
+		Entry("never below one writer", State{Limit: 1, Reason: BackingOff}, Window{Throttled: true}, Full,
+			State{Limit: 1, Reason: BackingOff, Hold: holdWindows}),
+		Entry("after a throttle: one window fewer to wait", State{Limit: 8, Reason: BackingOff, Hold: 2}, window(8, 400), Full,
+			State{Limit: 8, Reason: BackingOff, Hold: 1}),
 	)
 
 	// firstPaused is Background at limit after its first pause found
 	// others writing alone writes/s and its write took base: in its slow
 	// start, on measures taken right after the run's setup.
-	firstPaused := func(limit int, alone float64, base time.Duration) LimitState {
-		return LimitState{Limit: limit, Reason: LimitHolding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery,
+	firstPaused := func(limit int, alone float64, base time.Duration) State {
+		return State{Limit: limit, Reason: Holding, Measured: true, Alone: alone, Last: alone, PauseEvery: pauseEvery,
 			Base: base, BasePauses: 1, SlowStart: true, pauses: 1}
 	}
-	DescribeTable("the start: beside others, no more than InitialLimit writers until a second pause measured them, which is then due at once",
-		func(s LimitState, w Window, want LimitState) {
-			got := NextLimit(s, w, PriorityBackground, 64)
+	DescribeTable("the start: beside others, no more than Initial writers until a second pause measured them, which is then due at once",
+		func(s State, w Window, want State) {
+			got := Next(s, w, Background, 64)
 			Expect(got.Limit).To(Equal(want.Limit))
 			Expect(got.Reason).To(Equal(want.Reason))
 			Expect(got.PauseEvery).To(Equal(want.PauseEvery))
 			Expect(got.SlowStart).To(Equal(want.SlowStart))
 		},
-		Entry("slow start at 4, room for twice: double to InitialLimit", firstPaused(4, 100, 10*time.Millisecond),
-			slow(beside(window(4, 400), 100), 10*time.Millisecond), LimitState{Limit: 8, Reason: LimitProbing, PauseEvery: pauseEvery, SlowStart: true}),
-		Entry("slow start at 5, room for twice: up to InitialLimit, not 10", firstPaused(5, 100, 10*time.Millisecond),
-			slow(beside(window(5, 400), 100), 10*time.Millisecond), LimitState{Limit: 8, Reason: LimitProbing, PauseEvery: pauseEvery, SlowStart: true}),
-		Entry("slow start at InitialLimit, room for twice on the first pause's word: hold, pause at once", firstPaused(8, 100, 10*time.Millisecond),
-			slow(beside(window(8, 400), 100), 10*time.Millisecond), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: 0, SlowStart: true}),
-		Entry("slow start at InitialLimit after the second pause: double past it", func() LimitState { s := firstPaused(8, 100, 10*time.Millisecond); s.pauses = 2; return s }(),
-			slow(beside(window(8, 400), 100), 10*time.Millisecond), LimitState{Limit: 16, Reason: LimitProbing, PauseEvery: pauseEvery, SlowStart: true}),
-		Entry("slow start at InitialLimit, queueing: over, by the rule (the first window at a limit holds), no pause", firstPaused(8, 100, 10*time.Millisecond),
-			slow(beside(window(8, 400), 100), 16*time.Millisecond), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: pauseEvery}),
+		Entry("slow start at 4, room for twice: double to Initial", firstPaused(4, 100, 10*time.Millisecond),
+			slow(beside(window(4, 400), 100), 10*time.Millisecond), State{Limit: 8, Reason: Probing, PauseEvery: pauseEvery, SlowStart: true}),
+		Entry("slow start at 5, room for twice: up to Initial, not 10", firstPaused(5, 100, 10*time.Millisecond),
+			slow(beside(window(5, 400), 100), 10*time.Millisecond), State{Limit: 8, Reason: Probing, PauseEvery: pauseEvery, SlowStart: true}),
+		Entry("slow start at Initial, room for twice on the first pause's word: hold, pause at once", firstPaused(8, 100, 10*time.Millisecond),
+			slow(beside(window(8, 400), 100), 10*time.Millisecond), State{Limit: 8, Reason: Holding, PauseEvery: 0, SlowStart: true}),
+		Entry("slow start at Initial after the second pause: double past it", func() State { s := firstPaused(8, 100, 10*time.Millisecond); s.pauses = 2; return s }(),
+			slow(beside(window(8, 400), 100), 10*time.Millisecond), State{Limit: 16, Reason: Probing, PauseEvery: pauseEvery, SlowStart: true}),
+		Entry("slow start at Initial, queueing: over, by the rule (the first window at a limit holds), no pause", firstPaused(8, 100, 10*time.Millisecond),
+			slow(beside(window(8, 400), 100), 16*time.Millisecond), State{Limit: 8, Reason: Holding, PauseEvery: pauseEvery}),
 		Entry("the rule with room above, one pause so far: hold, pause at once",
-			func() LimitState {
+			func() State {
 				s := firstPaused(8, 100, 10*time.Millisecond)
 				s.SlowStart = false
 				return after(s, slow(beside(window(8, 400), 100), 11*time.Millisecond))
 			}(),
-			slow(beside(window(8, 400), 100), 11*time.Millisecond), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: 0}),
-		Entry("idle at InitialLimit, a window finds others writing a tenth of the engine's rate: no climb, pause at once",
-			idleAt(8), beside(window(8, 400), 40), LimitState{Limit: 8, Reason: LimitHolding, PauseEvery: 0}),
-		Entry("idle at InitialLimit, a window finds others under a tenth: double", idleAt(8), beside(window(8, 400), 30),
-			LimitState{Limit: 16, Reason: LimitProbing, PauseEvery: pauseEvery}),
+			slow(beside(window(8, 400), 100), 11*time.Millisecond), State{Limit: 8, Reason: Holding, PauseEvery: 0}),
+		Entry("idle at Initial, a window finds others writing a tenth of the engine's rate: no climb, pause at once",
+			idleAt(8), beside(window(8, 400), 40), State{Limit: 8, Reason: Holding, PauseEvery: 0}),
+		Entry("idle at Initial, a window finds others under a tenth: double", idleAt(8), beside(window(8, 400), 30),
+			State{Limit: 16, Reason: Probing, PauseEvery: pauseEvery}),
 	)
 
 	It("takes the second pause's measures in place of the first's, which followed the run's setup", func() {
-		s := NextLimit(LimitState{Limit: StartLimit, Reason: LimitPausing}, pausedFor(400, 30*time.Millisecond), PriorityBackground, 64)
+		s := Next(State{Limit: Start, Reason: Pausing}, pausedFor(400, 30*time.Millisecond), Background, 64)
 		Expect(s).To(And(HaveField("SlowStart", true), HaveField("Base", 30*time.Millisecond), HaveField("Alone", BeNumerically("~", 400, 10))))
-		s.Reason = LimitPausing
-		s = NextLimit(s, pausedFor(800, 10*time.Millisecond), PriorityBackground, 64)
+		s.Reason = Pausing
+		s = Next(s, pausedFor(800, 10*time.Millisecond), Background, 64)
 		Expect(s).To(And(HaveField("Base", 10*time.Millisecond), HaveField("BasePauses", 1), HaveField("Alone", BeNumerically("~", 800, 10))),
 			"the second pause's, not the mean with the first's")
 		Expect(s.pauses).To(Equal(2))
-		s.Reason = LimitPausing
-		s = NextLimit(s, pausedFor(400, 20*time.Millisecond), PriorityBackground, 64)
+		s.Reason = Pausing
+		s = Next(s, pausedFor(400, 20*time.Millisecond), Background, 64)
 		Expect(s).To(And(HaveField("Base", 15*time.Millisecond), HaveField("Alone", BeNumerically("~", 600, 10))), "from the third, the means")
 	})
 
@@ -893,33 +893,33 @@ var _ = Describe("NextLimit: the rule", func() {
 		pause := func(others float64) Window {
 			return beside(Window{Start: t0, End: t0.Add(time.Second / 4), Paused: true, Writes: 1}, others/4)
 		}
-		s := NextLimit(LimitState{Limit: 8, Reason: LimitPausing}, window(8, 400), PriorityBackground, 64)
-		s = NextLimit(s, pause(800), PriorityBackground, 64)
+		s := Next(State{Limit: 8, Reason: Pausing}, window(8, 400), Background, 64)
+		s = Next(s, pause(800), Background, 64)
 		Expect(s).To(And(HaveField("Measured", true), HaveField("Alone", BeNumerically("~", 800, 10)), HaveField("Idle", false),
 			HaveField("PauseEvery", pauseEvery), HaveField("Limit", 8)))
-		s = NextLimit(s, pause(400), PriorityBackground, 64)
+		s = Next(s, pause(400), Background, 64)
 		Expect(s.Alone).To(BeNumerically("~", 400, 10), "the second pause's, in place of the first's (which followed the run's setup)")
-		s = NextLimit(s, pause(800), PriorityBackground, 64)
+		s = Next(s, pause(800), Background, 64)
 		Expect(s.Alone).To(BeNumerically("~", 600, 10), "the mean of the last two")
-		s = NextLimit(s, pause(400), PriorityBackground, 64)
-		s = NextLimit(s, pause(400), PriorityBackground, 64)
+		s = Next(s, pause(400), Background, 64)
+		s = Next(s, pause(400), Background, 64)
 		Expect(s.Alone).To(BeNumerically("~", 400, 10))
 
-		s = NextLimit(s, pause(20), PriorityBackground, 64)
+		s = Next(s, pause(20), Background, 64)
 		Expect(s).To(And(HaveField("Idle", true), HaveField("PauseEvery", 2*pauseEvery)), "under a tenth of the engine's 400/s")
 		Expect(s.Base).To(BeZero(), "no pause's write measured a latency")
-		s = NextLimit(s, pause(20), PriorityBackground, 64)
-		s = NextLimit(s, pause(20), PriorityBackground, 64)
+		s = Next(s, pause(20), Background, 64)
+		s = Next(s, pause(20), Background, 64)
 		Expect(s.PauseEvery).To(Equal(maxPauseEvery))
-		s = NextLimit(s, beside(window(64, 400), 100), PriorityBackground, 64)
-		Expect(s).To(And(HaveField("PauseEvery", BeZero()), HaveField("Limit", 8), HaveField("Reason", LimitHolding)),
+		s = Next(s, beside(window(64, 400), 100), Background, 64)
+		Expect(s).To(And(HaveField("PauseEvery", BeZero()), HaveField("Limit", 8), HaveField("Reason", Holding)),
 			"others write a tenth of the engine's rate: no climb, measure them at once")
 
 		// The pauses' writes took 10, 20, 30, 40 and 50 ms.
 		for i, want := range []time.Duration{10000, 15000, 20000, 25000, 31250} {
 			p := pause(400)
 			p.Latency = time.Duration(10*(i+1)) * time.Millisecond
-			s = NextLimit(s, p, PriorityBackground, 64)
+			s = Next(s, p, Background, 64)
 			Expect(s.Base).To(Equal(want*time.Microsecond), "the base: the mean of the pauses' writes, over the last basePauses")
 		}
 	})
@@ -931,7 +931,7 @@ var _ = Describe("NextLimit: the rule", func() {
 var _ = Describe("The limiter", func() {
 	It("measures windows of the writes made under the current limit only", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-		l := newLimiter(64, false, PriorityFull)
+		l := New(64, false, Full)
 		l.now = func() time.Time { return now }
 		// 8 writers (the first limit), 10 ms each: 800 writes/s.
 		for range 100 {
@@ -948,7 +948,7 @@ var _ = Describe("The limiter", func() {
 		}
 		limit, reason, rate := l.Status()
 		Expect(limit).To(Equal(16), "doubling")
-		Expect(reason).To(Equal(LimitProbing))
+		Expect(reason).To(Equal(Probing))
 		Expect(rate).To(BeNumerically("~", 800, 40))
 		Expect(l.lastWindow.Writers).To(BeNumerically("~", 8, 0.1))
 		// The writes in flight from before the change do not open the new
@@ -958,10 +958,10 @@ var _ = Describe("The limiter", func() {
 	})
 
 	It("counts the writes the server stored by etcd's revision: its own, and others' in between", NodeTimeout(time.Minute), func(ctx SpecContext) {
-		l := newLimiter(64, false, PriorityFull)
+		l := New(64, false, Full)
 		now := time.Now()
 		l.now = func() time.Time { return now }
-		l.state = LimitState{Limit: 8, Reason: LimitHolding, Hold: 100}
+		l.state = State{Limit: 8, Reason: Holding, Hold: 100}
 		revision := uint64(1000)
 		var windows []Window
 		for first := true; len(windows) < 3; first = false {
@@ -998,10 +998,10 @@ var _ = Describe("The limiter", func() {
 	})
 
 	It("counts its own writes stored but not yet answered when a window closes as its own: alone, nobody else writes", NodeTimeout(time.Minute), func(ctx SpecContext) {
-		l := newLimiter(64, false, PriorityFull)
+		l := New(64, false, Full)
 		now := time.Now()
 		l.now = func() time.Time { return now }
-		l.state = LimitState{Limit: 32, Reason: LimitHolding, Hold: 100}
+		l.state = State{Limit: 32, Reason: Holding, Hold: 100}
 		revision := uint64(1000)
 		var windows []Window
 		for len(windows) < 5 {
@@ -1028,10 +1028,10 @@ var _ = Describe("The limiter", func() {
 
 	It("pauses: lets its writes in flight finish, sends none for a moment, then one, whose revision gives the others' rate alone", NodeTimeout(time.Minute), func(ctx SpecContext) {
 		now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-		l := newLimiter(64, false, PriorityBackground)
+		l := New(64, false, Background)
 		l.now = func() time.Time { return now }
-		var reasons []LimitReason
-		l.onChange = func(_ int, r LimitReason, _ float64) { reasons = append(reasons, r) }
+		var reasons []Reason
+		l.onChange = func(_ int, r Reason, _ float64) { reasons = append(reasons, r) }
 		// Others write 5 each ms, whatever the engine does; the engine's
 		// writes take 10 ms and are stored as they are answered.
 		revision := uint64(1000)
@@ -1039,7 +1039,7 @@ var _ = Describe("The limiter", func() {
 			now = now.Add(d)
 			revision += uint64(5 * d / time.Millisecond)
 		}
-		for l.state.Reason != LimitPausing {
+		for l.state.Reason != Pausing {
 			n := 0
 			for ok, _ := l.tryAcquire(); ok; ok, _ = l.tryAcquire() {
 				n++
@@ -1065,12 +1065,12 @@ var _ = Describe("The limiter", func() {
 		Expect(l.state.Alone).To(BeNumerically("~", 5000, 100), "5 writes a millisecond")
 		Expect(l.state.Base).To(Equal(2*time.Millisecond), "the base: the pause's write alone")
 		Expect(l.state.Idle).To(BeFalse())
-		Expect(reasons).To(ContainElement(LimitPausing))
+		Expect(reasons).To(ContainElement(Pausing))
 		Expect(l.tryAcquire()).To(BeTrue(), "writing again")
 	})
 
 	It("never pauses with priority Full, or with a fixed concurrency", NodeTimeout(time.Minute), func(ctx SpecContext) {
-		for _, l := range []*limiter{newLimiter(64, false, PriorityFull), newLimiter(16, true, PriorityBackground)} {
+		for _, l := range []*Gate{New(64, false, Full), New(16, true, Background)} {
 			now := time.Now()
 			l.now = func() time.Time { return now }
 			for i := range 2000 {
@@ -1083,8 +1083,8 @@ var _ = Describe("The limiter", func() {
 	})
 
 	It("holds every writer back for a Retry-After, and frees a slot on release", NodeTimeout(time.Minute), func(ctx SpecContext) {
-		l := newLimiter(64, false, "")
-		l.state = LimitState{Limit: 4, Reason: LimitHolding}
+		l := New(64, false, "")
+		l.state = State{Limit: 4, Reason: Holding}
 		now := time.Now()
 		l.now = func() time.Time { return now }
 		Expect(l.Acquire(ctx)).To(Succeed())
@@ -1103,11 +1103,11 @@ var _ = Describe("The limiter", func() {
 		Expect(l.Acquire(ctx)).To(Succeed(), "a released slot is free again")
 	})
 
-	It("reports Fixed and never adapts with FixedConcurrency", func() {
-		l := newLimiter(16, true, PriorityBackground)
+	It("reports Fixed and never adapts when fixed", func() {
+		l := New(16, true, Background)
 		l.Release(Signal{Throttled: true})
 		limit, reason, _ := l.Status()
 		Expect(limit).To(Equal(16))
-		Expect(reason).To(Equal(LimitFixed))
+		Expect(reason).To(Equal(Fixed))
 	})
 })
