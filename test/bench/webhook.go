@@ -38,7 +38,7 @@ import (
 )
 
 // politeShare is the share of their rate alone that PriorityBackground
-// promises other clients (migration.NextLimit).
+// promises other clients (internal/limit).
 const politeShare = 0.55
 
 // webhookContender is one way of rewriting the Pizzas in the webhook
