@@ -103,6 +103,10 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 	r.progress.Failures = append([]Failure(nil), opts.Resume.Failures...)
 	r.progress.Remaining = -1
 	r.metrics = metricsReader(opts.Config)
+	if opts.Previous == (SpaceLedger{}) {
+		// A resumed run follows its own predecessor.
+		r.opts.Previous = opts.Resume.Space
+	}
 	r.newSpaceBudget(ctx)
 	r.watchFrom = func(checkpoint string) {
 		if opts.SweepWatchLimit > 0 {
@@ -173,6 +177,7 @@ func (r *runner) snapshot() Progress {
 		p.Written = r.writtenLocked()
 	}
 	p.Writers, p.WritersReason, p.WriteRate = r.writers.Status()
+	p.Space = r.space.Ledger()
 	return p
 }
 
@@ -193,6 +198,9 @@ func (r *runner) notify() {
 
 func (r *runner) result(complete bool) Result {
 	res := Result{Progress: r.snapshot(), Complete: complete}
+	if !r.space.off() {
+		res.Charged = r.space.charges()
+	}
 	if complete {
 		res.Continue = ""
 		res.Remaining = 0

@@ -61,6 +61,14 @@ type pageRun struct {
 }
 
 // pass lists every object and hands each to a writer. Writers flow from
+// writer is the pass's Writer, for the etcd space budget.
+func (k passKind) writer() Writer {
+	if k == catchUpPass {
+		return WriterSweep
+	}
+	return WriterPass
+}
+
 // one page into the next; pages are marked done in listing order.
 func (r *runner) pass(ctx context.Context, kind passKind, source func(context.Context, chan<- page)) (bool, error) {
 	// A writer that meets an error which is not the object's own aborts the
@@ -185,7 +193,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		ps.finish(pr, passedOver, nil, obj) // not written during the run
 		return
 	}
-	chunk, err := ps.reserveSpace(ps.ctx)
+	chunk, err := ps.reserveSpace(ps.ctx, ps.kind.writer())
 	if err != nil {
 		ps.finish(pr, notCounted, nil, obj)
 		return

@@ -93,6 +93,44 @@ type EtcdSpace struct {
 	// kine datastore (k3s's SQLite, before k3s enabled its size in 2025)
 	// does not, and there is no etcd quota to guard.
 	SizeUnreported bool
+	// Previous is what the runs before this one in the same etcd left
+	// (SpaceLedger): a run resumed, the managedFields cleanup after its
+	// migration, the next CRD of a fleet. Zero when none is known.
+	Previous SpaceLedger
+}
+
+// SpaceLedger is what a run's writes did to etcd's space, kept for the run
+// that follows it in the same etcd. etcd's file keeps the pages a
+// compaction freed until a defragmentation, and the API server's gauge is
+// the file's size: after a run grew the file, the file alone says nothing
+// of the pages its writes freed again. The ledger does.
+type SpaceLedger struct {
+	// InUse is the part of etcd's database the run's budget counted as in
+	// use when it started: the file's size, or less when it followed runs
+	// whose writes were compacted since.
+	InUse int64
+	// Peak is the most bytes that the run's writes, and those of the runs
+	// before it in a row, held at once before a compaction freed them, as
+	// charged (WriteCost).
+	Peak int64
+	// Outstanding is the bytes of the run's writes not known to be
+	// compacted when it last reported, and Revision the highest revision
+	// its writes were given: a run that follows holds those bytes until
+	// etcd compacted past Revision.
+	Outstanding int64
+	Revision    uint64
+}
+
+// inUse is the part of a database of size file that the rule counts as in
+// use after the runs of prev: the file less the most their writes held at
+// once (pages freed again once compacted), never less than what the first
+// of them counted, nor more than the file. The file's growth past the
+// runs' peak is others' data, and counts.
+func (prev SpaceLedger) inUse(file int64) int64 {
+	if prev.InUse <= 0 || prev.Peak <= 0 || file <= 0 {
+		return file
+	}
+	return min(file, max(prev.InUse, file-prev.Peak))
 }
 
 // SpaceBudgetFor is the rule: the bytes a run may add to etcd between two
@@ -110,7 +148,24 @@ type EtcdSpace struct {
 //     MinSpaceBudget.
 //   - /metrics answers without a storage size and the quota is not told:
 //     no budget (nothing to guard; telling a quota brings one back).
+//
+// After other runs (EtcdSpace.Previous), the database's size above is what
+// is in use of it (SpaceLedger.inUse): etcd reuses the pages their writes
+// freed before it grows the file, so a run that follows another keeps the
+// pace of the first. The writes of the runs before not compacted yet
+// (SpaceLedger.Outstanding) stay charged to the new run until they are.
 func SpaceBudgetFor(s EtcdSpace) (int64, string) {
+	file := s.DatabaseSize
+	s.DatabaseSize = s.Previous.inUse(file)
+	budget, reason := spaceBudgetFor(s)
+	if s.DatabaseSize < file {
+		reason += fmt.Sprintf("; of its file of %s, %s is pages that the writes of the runs before this one (up to %s at once) left and a compaction freed, which etcd reuses",
+			bytesText(file), bytesText(file-s.DatabaseSize), bytesText(s.Previous.Peak))
+	}
+	return budget, reason
+}
+
+func spaceBudgetFor(s EtcdSpace) (int64, string) {
 	switch {
 	case s.DatabaseSize > 0 && s.Quota > 0:
 		budget := max(ceiling(s.Quota)-s.DatabaseSize, s.Quota/quotaFloorDivisor)
@@ -190,6 +245,33 @@ func bytesText(n int64) string {
 	return resource.NewQuantity(n, resource.BinarySI).String()
 }
 
+// Writer names one writer of a graduation's objects. Each charges every
+// write it makes to the etcd space budget: the rule "the database may grow
+// to 3/4 of the quota between compactions" holds for the graduation as a
+// whole only if none writes around it.
+type Writer string
+
+const (
+	// WriterPass is the main pass's rewrites (Run).
+	WriterPass Writer = "pass"
+	// WriterSweep is the catch-up sweep's rewrites (Run).
+	WriterSweep Writer = "sweep"
+	// WriterCleanup is the managedFields cleanup's patches
+	// (CleanupManagedFields).
+	WriterCleanup Writer = "managedFields cleanup"
+)
+
+// Writers are every writer of a graduation's objects. The graduation's
+// other writes are of one object each (the CRD, the policy's status) and
+// are not budgeted.
+var Writers = []Writer{WriterPass, WriterSweep, WriterCleanup}
+
+// Charge is what one writer charged to the budget: its writes and their
+// bytes (WriteCost).
+type Charge struct {
+	Writes, Bytes int64
+}
+
 // spaceBudget is a run's budget in flight: the bytes its writes added to
 // etcd that no compaction has freed yet, in chunks of about a quarter of
 // the budget, oldest first. A chunk is freed once etcd compacted past the
@@ -211,6 +293,11 @@ type spaceBudget struct {
 	// dispatched: its writes are charged at least that.
 	pageBytes int64
 	lastProbe time.Time
+	// ledger is what the budget tells the run that follows: InUse from the
+	// start, Peak as it goes (see SpaceLedger).
+	ledger SpaceLedger
+	// charged is what each writer charged.
+	charged map[Writer]Charge
 }
 
 // spaceChunk is writes whose bytes are freed together.
@@ -218,6 +305,51 @@ type spaceChunk struct {
 	bytes    int64
 	pending  int    // writes not answered yet
 	revision uint64 // the highest revision its writes were given
+}
+
+// inherit charges the writes of the runs before that no compaction is
+// known to have freed (SpaceLedger.Outstanding) as a chunk of their own,
+// freed once etcd compacted past their last revision.
+func (s *spaceBudget) inherit(prev SpaceLedger) {
+	s.ledger.Peak = max(s.ledger.Peak, prev.Peak)
+	if s.off() || prev.Outstanding <= 0 || prev.Revision == 0 {
+		return
+	}
+	s.chunks = append(s.chunks, &spaceChunk{bytes: prev.Outstanding, revision: prev.Revision})
+	s.outstanding += prev.Outstanding
+	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
+}
+
+// Ledger is what the budget tells the run that follows it.
+func (s *spaceBudget) Ledger() SpaceLedger {
+	if s.off() {
+		return SpaceLedger{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.ledger
+	l.Outstanding = s.outstanding
+	for _, c := range s.chunks {
+		l.Revision = max(l.Revision, c.revision)
+	}
+	if l.Revision == 0 {
+		l.Outstanding = 0
+	}
+	return l
+}
+
+// charges is what every writer charged so far.
+func (s *spaceBudget) charges() map[Writer]Charge {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Writer]Charge, len(s.charged))
+	for w, c := range s.charged {
+		out[w] = c
+	}
+	return out
 }
 
 // chunkDivisor: a chunk holds about a quarter of the budget.
@@ -258,10 +390,10 @@ func (s *spaceBudget) sampledPage(objectBytes ...int64) {
 	}
 }
 
-// tryReserve charges one write to the open chunk when the budget allows it
-// (a write always goes when nothing is outstanding) and returns the chunk
-// to tell when it is answered, or false.
-func (s *spaceBudget) tryReserve() (*spaceChunk, bool) {
+// tryReserve charges one write of w to the open chunk when the budget
+// allows it (a write always goes when nothing is outstanding) and returns
+// the chunk to tell when it is answered, or false.
+func (s *spaceBudget) tryReserve(w Writer) (*spaceChunk, bool) {
 	if s.off() {
 		return nil, true
 	}
@@ -278,6 +410,14 @@ func (s *spaceBudget) tryReserve() (*spaceChunk, bool) {
 	chunk.bytes += c
 	chunk.pending++
 	s.outstanding += c
+	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
+	if s.charged == nil {
+		s.charged = map[Writer]Charge{}
+	}
+	charge := s.charged[w]
+	charge.Writes++
+	charge.Bytes += c
+	s.charged[w] = charge
 	return chunk, true
 }
 
@@ -353,34 +493,31 @@ func (s *spaceBudget) release(ctx context.Context, force bool) string {
 	}
 }
 
-// reserveSpace lets one more write go once the budget allows it, waiting
-// for compactions while the bytes not compacted yet would pass it. It
-// returns the chunk the write is charged to. Only the dispatcher calls it.
-func (r *runner) reserveSpace(ctx context.Context) (*spaceChunk, error) {
-	if r.space.off() {
+// reserve lets one more write of w go once the budget allows it, waiting
+// for compactions while the bytes not compacted yet would pass it; onWait
+// is called when a wait starts, with the revision it waits for, and
+// waited when it ends. It returns the chunk the write is charged to.
+func (s *spaceBudget) reserve(ctx context.Context, w Writer, onWait func(rev string), waited func()) (*spaceChunk, error) {
+	if s.off() {
 		return nil, nil
 	}
-	r.space.release(ctx, false)
-	if chunk, ok := r.space.tryReserve(); ok {
+	s.release(ctx, false)
+	if chunk, ok := s.tryReserve(w); ok {
 		return chunk, nil
 	}
 	waiting := false
 	defer func() {
-		if waiting {
-			r.mu.Lock()
-			r.progress.CompactionWait = ""
-			r.mu.Unlock()
-			r.notify()
-			r.writers.restartWindow()
+		if waiting && waited != nil {
+			waited()
 		}
 	}()
 	for {
-		rev := r.space.release(ctx, true)
-		if chunk, ok := r.space.tryReserve(); ok {
+		rev := s.release(ctx, true)
+		if chunk, ok := s.tryReserve(w); ok {
 			if waiting {
 				// etcd deletes what it compacted in the background.
 				if err := sleep(ctx, compactionSettle); err != nil {
-					r.space.done(chunk, "")
+					s.done(chunk, "")
 					return nil, err
 				}
 			}
@@ -388,12 +525,26 @@ func (r *runner) reserveSpace(ctx context.Context) (*spaceChunk, error) {
 		}
 		if !waiting && rev != "" {
 			waiting = true
-			r.startWait(ctx, rev)
+			if onWait != nil {
+				onWait(rev)
+			}
 		}
 		if err := sleep(ctx, compactionPoll); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// reserveSpace is reserve for the run's writer w, the wait shown in the
+// progress. Only the dispatcher calls it.
+func (r *runner) reserveSpace(ctx context.Context, w Writer) (*spaceChunk, error) {
+	return r.space.reserve(ctx, w, func(rev string) { r.startWait(ctx, rev) }, func() {
+		r.mu.Lock()
+		r.progress.CompactionWait = ""
+		r.mu.Unlock()
+		r.notify()
+		r.writers.restartWindow()
+	})
 }
 
 // startWait shows in the progress that the run waits for a compaction.
@@ -442,32 +593,50 @@ const maxReasonError = 200
 // newSpaceBudget sets the run's budget from Options.SpaceBudget, else from
 // the rule, reading the database's size from the API server's /metrics.
 func (r *runner) newSpaceBudget(ctx context.Context) {
-	s := &spaceBudget{budget: r.opts.SpaceBudget, compacted: r.objects.compacted}
-	r.space = s
+	space := spaceInputs{budget: r.opts.SpaceBudget, quota: r.opts.EtcdQuota, previous: r.opts.Previous, metrics: r.metrics}
+	r.space, r.progress.SpaceBudgetReason, r.progress.DatabaseSize = space.newBudget(ctx, r.objects.compacted, r.opts.Resource.String())
+	r.progress.SpaceBudget = r.space.budget
+}
+
+// spaceInputs are what a writer's budget is set from: Options' SpaceBudget,
+// EtcdQuota and Previous, and the API server's /metrics.
+type spaceInputs struct {
+	budget, quota int64
+	previous      SpaceLedger
+	metrics       func(context.Context) ([]byte, error)
+}
+
+// newBudget is the budget of the inputs, its reason and the database's
+// size it read (0 when unknown).
+func (in spaceInputs) newBudget(ctx context.Context, compacted func(context.Context, string) (bool, error), resource string) (*spaceBudget, string, int64) {
+	s := &spaceBudget{budget: in.budget, compacted: compacted}
 	switch {
 	case s.budget < 0:
-		r.progress.SpaceBudget, r.progress.SpaceBudgetReason = -1, "off"
-		return
+		return s, "off", 0
 	case s.budget > 0:
-		r.progress.SpaceBudget, r.progress.SpaceBudgetReason = s.budget, fmt.Sprintf("%s per compaction, as set", bytesText(s.budget))
-		return
+		s.ledger.InUse = in.previous.InUse
+		s.inherit(in.previous)
+		return s, fmt.Sprintf("%s per compaction, as set", bytesText(s.budget)), 0
 	}
-	space, err := r.etcdSpace(ctx)
-	s.budget, r.progress.SpaceBudgetReason = SpaceBudgetFor(space)
-	r.progress.SpaceBudget, r.progress.DatabaseSize = s.budget, space.DatabaseSize
+	space, err := etcdSpace(ctx, in.metrics, in.quota)
+	space.Previous = in.previous
+	var reason string
+	s.budget, reason = SpaceBudgetFor(space)
+	s.ledger.InUse = in.previous.inUse(space.DatabaseSize)
+	s.inherit(in.previous)
 	if err != nil {
 		text := err.Error()
 		if len(text) > maxReasonError {
 			text = text[:maxReasonError] + "..."
 		}
-		r.progress.SpaceBudgetReason += "; etcd's database size is unknown: " + text
+		reason += "; etcd's database size is unknown: " + text
 		klog.FromContext(ctx).Info("the etcd space budget cannot read the database's size; a conservative budget applies",
-			"resource", r.opts.Resource.String(), "budget", bytesText(s.budget), "err", err.Error())
+			"resource", resource, "budget", bytesText(s.budget), "err", err.Error())
 	}
 	if space.SizeUnreported {
-		klog.FromContext(ctx).Info("the API server reports no storage size: the etcd space budget is "+r.progress.SpaceBudgetReason,
-			"resource", r.opts.Resource.String())
+		klog.FromContext(ctx).Info("the API server reports no storage size: the etcd space budget is "+reason, "resource", resource)
 	}
+	return s, reason, space.DatabaseSize
 }
 
 // storageSizeReads is how many times a /metrics without the storage size
@@ -478,13 +647,13 @@ var storageSizeReads, storageSizeRetry = 3, time.Second
 
 // etcdSpace reads the etcd database's size from the API server; the error
 // says why it is unknown (not when the storage reports none).
-func (r *runner) etcdSpace(ctx context.Context) (EtcdSpace, error) {
-	space := EtcdSpace{Quota: r.opts.EtcdQuota}
-	if r.metrics == nil {
+func etcdSpace(ctx context.Context, metrics func(context.Context) ([]byte, error), quota int64) (EtcdSpace, error) {
+	space := EtcdSpace{Quota: quota}
+	if metrics == nil {
 		return space, fmt.Errorf("no rest.Config (Options.Config) to read the API server's /metrics with")
 	}
 	for read := 1; ; read++ {
-		data, err := r.metrics(ctx)
+		data, err := metrics(ctx)
 		if err != nil {
 			return space, fmt.Errorf("read the API server's /metrics (the chart grants get on it): %w", err)
 		}
