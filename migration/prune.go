@@ -157,6 +157,9 @@ func CleanupManagedFieldsWithin(ctx context.Context, c dynamic.Interface, resour
 	var space *spaceBudget
 	space, res.SpaceBudgetReason, _ = inputs.newBudget(ctx, objects.compacted, resource.String())
 	res.SpaceBudget = space.budget
+	space.onRebudget = func(reason string) {
+		res.SpaceBudget, res.SpaceBudgetReason = space.currentBudget(), reason
+	}
 	w := &cleanupWriter{space: space, served: servedAPIVersions, onWait: opts.OnCompactionWait, waits: &res.CompactionWaits}
 	err := paging.EachObject(ctx, c, resource, paging.DefaultPageSize, nil, func(obj *unstructured.Unstructured) error {
 		changed, err := w.cleanup(ctx, c, resource, obj)
@@ -188,7 +191,7 @@ func (w *cleanupWriter) reserve(ctx context.Context, size int64) (*spaceChunk, e
 		*w.waits++
 		if w.onWait != nil {
 			w.onWait(fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s: the managedFields cleanup's writes not compacted yet reached its budget of %s",
-				rev, bytesText(w.space.budget)))
+				rev, bytesText(w.space.currentBudget())))
 		}
 	}, func() {
 		if w.onWait != nil {

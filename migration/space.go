@@ -298,6 +298,70 @@ type spaceBudget struct {
 	ledger SpaceLedger
 	// charged is what each writer charged.
 	charged map[Writer]Charge
+
+	// credit is the part of the file the budget counted as pages freed by
+	// the runs before (SpaceLedger.inUse), 0 when none; startFile the
+	// file's size then. While there is credit, fileSize reads the file's
+	// size at most every fileCheckEvery, and a file grown past what the
+	// credit allows (creditHolds) takes the budget back to the file's.
+	credit, startFile, quota int64
+	fileSize                 func(context.Context) (int64, error)
+	lastFileCheck            time.Time
+	// onRebudget tells the run the new budget's reason.
+	onRebudget func(reason string)
+}
+
+// fileCheckEvery is how often a budget that counted freed pages reads the
+// file's size; the API server refreshes its gauge every 30 s by default
+// (--etcd-db-metric-poll-interval). A variable for the tests.
+var fileCheckEvery = 10 * time.Second
+
+// creditHolds says whether a file of size file is what a budget that
+// counted pages as free expects: writes landing in freed pages do not grow
+// the file, so it stays within the larger of its size at the start and
+// the part in use plus the budget, give or take a chunk of the budget
+// (pages too scattered for a large object). A file grown past it holds
+// less free space than counted: others' data took the freed pages.
+func creditHolds(startFile, inUse, budget, file int64) bool {
+	return file <= max(startFile, inUse+budget)+budget/chunkDivisor
+}
+
+// checkFile reads the file's size when the budget counted freed pages and
+// a check is due, and takes the budget back to the file's size when the
+// file grew past what the credit allows.
+func (s *spaceBudget) checkFile(ctx context.Context) {
+	if s.off() || s.fileSize == nil {
+		return
+	}
+	s.mu.Lock()
+	due := s.credit > 0 && time.Since(s.lastFileCheck) >= fileCheckEvery
+	if due {
+		s.lastFileCheck = time.Now()
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	file, err := s.fileSize(ctx)
+	if err != nil || file <= 0 {
+		return
+	}
+	s.mu.Lock()
+	if creditHolds(s.startFile, s.startFile-s.credit, s.budget, file) {
+		s.mu.Unlock()
+		return
+	}
+	budget, reason := SpaceBudgetFor(EtcdSpace{DatabaseSize: file, Quota: s.quota})
+	reason = fmt.Sprintf("%s (etcd's file grew to %s while the run wrote, past what the pages counted as free allowed: they were not all free, so the budget is the file's again)",
+		reason, bytesText(file))
+	s.budget, s.credit = min(s.budget, budget), 0
+	s.ledger = SpaceLedger{InUse: file, Peak: s.outstanding}
+	onRebudget := s.onRebudget
+	s.mu.Unlock()
+	klog.FromContext(ctx).Info("etcd's file grew past what the space budget counted as free: the budget is the file's again", "file", bytesText(file), "budget", bytesText(budget))
+	if onRebudget != nil {
+		onRebudget(reason)
+	}
 }
 
 // spaceChunk is writes whose bytes are freed together.
@@ -501,6 +565,7 @@ func (s *spaceBudget) reserve(ctx context.Context, w Writer, onWait func(rev str
 	if s.off() {
 		return nil, nil
 	}
+	s.checkFile(ctx)
 	s.release(ctx, false)
 	if chunk, ok := s.tryReserve(w); ok {
 		return chunk, nil
@@ -552,9 +617,9 @@ func (r *runner) startWait(ctx context.Context, rev string) {
 	r.mu.Lock()
 	r.progress.CompactionWaits++
 	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: the run's writes not compacted yet reached its budget of %s%s",
-		rev, time.Now().UTC().Format(time.RFC3339), bytesText(r.space.budget), r.quotaHint())
+		rev, time.Now().UTC().Format(time.RFC3339), bytesText(r.space.currentBudget()), r.quotaHint())
 	r.mu.Unlock()
-	klog.FromContext(ctx).Info("waiting for etcd to compact", "resource", r.opts.Resource.String(), "resourceVersion", rev, "budget", bytesText(r.space.budget))
+	klog.FromContext(ctx).Info("waiting for etcd to compact", "resource", r.opts.Resource.String(), "resourceVersion", rev, "budget", bytesText(r.space.currentBudget()))
 	r.notify()
 }
 
@@ -596,6 +661,19 @@ func (r *runner) newSpaceBudget(ctx context.Context) {
 	space := spaceInputs{budget: r.opts.SpaceBudget, quota: r.opts.EtcdQuota, previous: r.opts.Previous, metrics: r.metrics}
 	r.space, r.progress.SpaceBudgetReason, r.progress.DatabaseSize = space.newBudget(ctx, r.objects.compacted, r.opts.Resource.String())
 	r.progress.SpaceBudget = r.space.budget
+	r.space.onRebudget = func(reason string) {
+		r.mu.Lock()
+		r.progress.SpaceBudget, r.progress.SpaceBudgetReason = r.space.currentBudget(), reason
+		r.mu.Unlock()
+		r.notify()
+	}
+}
+
+// currentBudget is the budget now (checkFile can lower it).
+func (s *spaceBudget) currentBudget() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.budget
 }
 
 // spaceInputs are what a writer's budget is set from: Options' SpaceBudget,
@@ -624,6 +702,10 @@ func (in spaceInputs) newBudget(ctx context.Context, compacted func(context.Cont
 	s.budget, reason = SpaceBudgetFor(space)
 	s.ledger.InUse = in.previous.inUse(space.DatabaseSize)
 	s.inherit(in.previous)
+	if s.budget > 0 && s.ledger.InUse < space.DatabaseSize {
+		s.credit, s.startFile, s.quota = space.DatabaseSize-s.ledger.InUse, space.DatabaseSize, in.quota
+		s.fileSize = fileSizeReader(in.metrics)
+	}
 	if err != nil {
 		text := err.Error()
 		if len(text) > maxReasonError {
@@ -637,6 +719,22 @@ func (in spaceInputs) newBudget(ctx context.Context, compacted func(context.Cont
 		klog.FromContext(ctx).Info("the API server reports no storage size: the etcd space budget is "+reason, "resource", resource)
 	}
 	return s, reason, space.DatabaseSize
+}
+
+// fileSizeReader reads etcd's file size from /metrics (0 when it carries
+// none).
+func fileSizeReader(metrics func(context.Context) ([]byte, error)) func(context.Context) (int64, error) {
+	if metrics == nil {
+		return nil
+	}
+	return func(ctx context.Context) (int64, error) {
+		data, err := metrics(ctx)
+		if err != nil {
+			return 0, err
+		}
+		size, _ := parseStorageSize(data)
+		return size, nil
+	}
 }
 
 // storageSizeReads is how many times a /metrics without the storage size
