@@ -159,7 +159,7 @@ func SpaceBudgetFor(s EtcdSpace) (int64, string) {
 	s.DatabaseSize = s.Previous.inUse(file)
 	budget, reason := spaceBudgetFor(s)
 	if s.DatabaseSize < file {
-		reason += fmt.Sprintf("; of its file of %s, %s is pages that the writes of the runs before this one (up to %s at once) left and a compaction freed, which etcd reuses",
+		reason += fmt.Sprintf("; its file is %s: %s of it is pages the runs before this one freed (their writes, up to %s at once, were compacted), which etcd reuses",
 			bytesText(file), bytesText(file-s.DatabaseSize), bytesText(s.Previous.Peak))
 	}
 	return budget, reason

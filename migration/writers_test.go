@@ -173,7 +173,7 @@ var _ = Describe("a run that follows another (SpaceLedger)", func() {
 			Expect(why).To(ContainSubstring(reason))
 		},
 		Entry("a resume after a run grew the file to the ceiling: the first run's budget",
-			EtcdSpace{DatabaseSize: 48 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 8*mib, "of its file of 48Mi, 8Mi is pages"),
+			EtcdSpace{DatabaseSize: 48 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 8*mib, "its file is 48Mi: 8Mi of it is pages the runs before this one freed"),
 		Entry("no ledger: the file alone, the floor",
 			EtcdSpace{DatabaseSize: 48 * mib, Quota: quota}, quota/64, "at least 1/64"),
 		Entry("others grew the database past the runs' peak: their growth counts",
