@@ -48,8 +48,11 @@ limitations under the License.
 // The bytes the run adds to etcd between two of the API server's
 // compactions are budgeted (SpaceBudgetFor): when the budget is spent the
 // run waits for the next compaction, so that etcd never reaches its space
-// quota because of it. An answer that etcd is full (NOSPACE) stops the run
-// at once.
+// quota because of it. Every writer of a graduation (Writers: the main
+// pass, the sweep, CleanupManagedFields) writes under such a budget, and a
+// writer that follows another (Options.Previous, a SpaceLedger) counts the
+// pages the earlier writes freed as free. An answer that etcd is full
+// (NOSPACE) stops the run at once.
 //
 // Writers run under an adaptive limit (see NextLimit) and flow across page
 // boundaries; the continue token a caller saves advances only past pages
