@@ -115,7 +115,7 @@ test-robustness: envtest-assets ## Random fault schedules checked against the in
 	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
 .PHONY: test-quota
-test-quota: envtest-assets ## The etcd space suite (about 11 minutes): a 192 MiB etcd compacting every 30 s; 16 KB objects at 55% of the quota migrate, told the quota, under 90% of it, 300 B objects never wait, NOSPACE stops a run and loses nothing.
+test-quota: envtest-assets ## The etcd space suite (about 15 minutes): a 192 MiB etcd compacting every 30 s; 16 KB objects at 55% of the quota migrate, told the quota, under 90% of it, and again stopped at half and resumed at the same pace; 300 B objects never wait, NOSPACE stops a run and loses nothing.
 	QUOTA_SUITE=1 $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
 
 # The suites whose behaviour depends on the API server: the policy API and
