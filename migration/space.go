@@ -299,42 +299,92 @@ type spaceBudget struct {
 	// charged is what each writer charged.
 	charged map[Writer]Charge
 
-	// credit is the part of the file the budget counted as pages freed by
-	// the runs before (SpaceLedger.inUse), 0 when none; startFile the
-	// file's size then. While there is credit, fileSize reads the file's
-	// size at most every fileCheckEvery, and a file grown past what the
-	// credit allows (creditHolds) takes the budget back to the file's.
-	credit, startFile, quota int64
-	fileSize                 func(context.Context) (int64, error)
-	lastFileCheck            time.Time
-	// onRebudget tells the run the new budget's reason.
-	onRebudget func(reason string)
+	// watch is what the budget knows of etcd's file while the run writes
+	// (judgeFile); fileSize reads the file's size, at most every
+	// fileCheckEvery, while the budget counts freed pages or probes for
+	// them (nil: never). onRebudget tells the run a new budget's reason.
+	watch         fileWatch
+	fileSize      func(context.Context) (int64, error)
+	lastFileCheck time.Time
+	onRebudget    func(reason string)
 }
 
-// fileCheckEvery is how often a budget that counted freed pages reads the
-// file's size; the API server refreshes its gauge every 30 s by default
-// (--etcd-db-metric-poll-interval). A variable for the tests.
-var fileCheckEvery = 10 * time.Second
+// fileCheckEvery is how often a budget that counts freed pages, or probes
+// for them, reads the file's size: the API server refreshes its gauge
+// every 30 s by default (--etcd-db-metric-poll-interval), and a read of a
+// gauge not refreshed since the last one would see a file that did not
+// grow. A variable for the tests.
+var fileCheckEvery = 30 * time.Second
 
-// creditHolds says whether a file of size file is what a budget that
-// counted pages as free expects: writes landing in freed pages do not grow
-// the file, so it stays within the larger of its size at the start and
-// the part in use plus the budget, give or take a chunk of the budget
-// (pages too scattered for a large object). A file grown past it holds
-// less free space than counted: others' data took the freed pages.
-func creditHolds(startFile, inUse, budget, file int64) bool {
-	return file <= max(startFile, inUse+budget)+budget/chunkDivisor
+// fileWatch is what a budget knows of etcd's file while the run writes.
+type fileWatch struct {
+	// allowed is the size the file may reach: the larger of the file at
+	// the start and the part of it in use plus the budget then.
+	allowed int64
+	// lastFile is the file at the last read; used the most bytes the run
+	// held outstanding since.
+	lastFile, used int64
+	// quota is etcd's quota as told (0: the default is assumed).
+	quota int64
+	// credited: the budget counts pages freed by the runs before as free
+	// (SpaceLedger); probing: the budget started at its floor (the file
+	// past the ceiling), and grows while the file shows the run's writes
+	// land in free pages.
+	credited, probing bool
 }
 
-// checkFile reads the file's size when the budget counted freed pages and
-// a check is due, and takes the budget back to the file's size when the
-// file grew past what the credit allows.
+// watching tells whether the file is worth reading.
+func (w fileWatch) watching() bool { return w.credited || w.probing }
+
+// judgeFile is the budget after a read of the file, and why it changed
+// ("" when it did not):
+//
+//   - The file grew past what it may reach (fileWatch.allowed), give or
+//     take a quarter of the budget (pages too scattered for a large
+//     object): the pages counted as free were not all free (others' data
+//     took them). The budget goes back to the rule's for the file alone,
+//     and stops counting or probing for free pages.
+//   - Probing, the file did not grow at all while the run held at least
+//     3/4 of its budget: those writes landed in free pages, so the budget
+//     doubles, to at most 1/16 of the quota (by then past the ceiling,
+//     the file may grow by that much before the next read shows it: it
+//     stays under 5/6 of the quota).
+func judgeFile(w fileWatch, budget, file int64) (fileWatch, int64, string) {
+	used := w.used
+	w.used = 0
+	if allowed := w.allowed; file > allowed+budget/chunkDivisor {
+		next, reason := SpaceBudgetFor(EtcdSpace{DatabaseSize: file, Quota: w.quota})
+		next = min(next, budget)
+		w.credited, w.probing, w.allowed, w.lastFile = false, false, file+next, file
+		return w, next, fmt.Sprintf("%s (etcd's file grew to %s while the run wrote, past the %s that the pages counted as free allowed: they were not all free, so the budget is the file's again)",
+			reason, bytesText(file), bytesText(allowed))
+	}
+	grew := file > w.lastFile
+	w.lastFile = file
+	quota := w.quota
+	if quota <= 0 {
+		quota = DefaultEtcdQuota
+	}
+	probeCap := quota / probeCapDivisor
+	if !w.probing || grew || used < budget*3/4 || budget >= probeCap {
+		return w, budget, ""
+	}
+	next := min(2*budget, probeCap)
+	return w, next, fmt.Sprintf("%s per compaction: etcd's file is %s, past 3/4 of the %s quota, yet it did not grow while the run's writes not compacted held %s: they landed in pages freed before, so the budget doubles while the file stays, to at most 1/16 of the quota",
+		bytesText(next), bytesText(file), bytesText(quota), bytesText(used))
+}
+
+// probeCapDivisor: a probing budget grows to 1/16 of the quota at most.
+const probeCapDivisor = 16
+
+// checkFile reads the file's size when a read is due, and sets the budget
+// judgeFile gives.
 func (s *spaceBudget) checkFile(ctx context.Context) {
 	if s.off() || s.fileSize == nil {
 		return
 	}
 	s.mu.Lock()
-	due := s.credit > 0 && time.Since(s.lastFileCheck) >= fileCheckEvery
+	due := s.watch.watching() && time.Since(s.lastFileCheck) >= fileCheckEvery
 	if due {
 		s.lastFileCheck = time.Now()
 	}
@@ -347,18 +397,20 @@ func (s *spaceBudget) checkFile(ctx context.Context) {
 		return
 	}
 	s.mu.Lock()
-	if creditHolds(s.startFile, s.startFile-s.credit, s.budget, file) {
+	watch, budget, reason := judgeFile(s.watch, s.budget, file)
+	s.watch = watch
+	if reason == "" {
 		s.mu.Unlock()
 		return
 	}
-	budget, reason := SpaceBudgetFor(EtcdSpace{DatabaseSize: file, Quota: s.quota})
-	reason = fmt.Sprintf("%s (etcd's file grew to %s while the run wrote, past what the pages counted as free allowed: they were not all free, so the budget is the file's again)",
-		reason, bytesText(file))
-	s.budget, s.credit = min(s.budget, budget), 0
-	s.ledger = SpaceLedger{InUse: file, Peak: s.outstanding}
+	if !watch.credited && !watch.probing && budget < s.budget {
+		// The credit is gone: the chain of runs starts again at the file.
+		s.ledger = SpaceLedger{InUse: file, Peak: s.outstanding}
+	}
+	s.budget = budget
 	onRebudget := s.onRebudget
 	s.mu.Unlock()
-	klog.FromContext(ctx).Info("etcd's file grew past what the space budget counted as free: the budget is the file's again", "file", bytesText(file), "budget", bytesText(budget))
+	klog.FromContext(ctx).Info("the etcd space budget changed with etcd's file", "file", bytesText(file), "budget", bytesText(budget), "reason", reason)
 	if onRebudget != nil {
 		onRebudget(reason)
 	}
@@ -475,6 +527,7 @@ func (s *spaceBudget) tryReserve(w Writer) (*spaceChunk, bool) {
 	chunk.pending++
 	s.outstanding += c
 	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
+	s.watch.used = max(s.watch.used, s.outstanding)
 	if s.charged == nil {
 		s.charged = map[Writer]Charge{}
 	}
@@ -702,8 +755,8 @@ func (in spaceInputs) newBudget(ctx context.Context, compacted func(context.Cont
 	s.budget, reason = SpaceBudgetFor(space)
 	s.ledger.InUse = in.previous.inUse(space.DatabaseSize)
 	s.inherit(in.previous)
-	if s.budget > 0 && s.ledger.InUse < space.DatabaseSize {
-		s.credit, s.startFile, s.quota = space.DatabaseSize-s.ledger.InUse, space.DatabaseSize, in.quota
+	if s.budget > 0 && space.DatabaseSize > 0 {
+		s.watch = newFileWatch(space.DatabaseSize, s.ledger.InUse, s.budget, in.quota)
 		s.fileSize = fileSizeReader(in.metrics)
 	}
 	if err != nil {
@@ -719,6 +772,19 @@ func (in spaceInputs) newBudget(ctx context.Context, compacted func(context.Cont
 		klog.FromContext(ctx).Info("the API server reports no storage size: the etcd space budget is "+reason, "resource", resource)
 	}
 	return s, reason, space.DatabaseSize
+}
+
+// newFileWatch is what a budget of budget, set from a file of size file
+// of which inUse is counted in use, watches: credited when it counted
+// freed pages, probing when the file is past the ceiling (the budget at
+// its floor).
+func newFileWatch(file, inUse, budget, quota int64) fileWatch {
+	q := quota
+	if q <= 0 {
+		q = DefaultEtcdQuota
+	}
+	return fileWatch{allowed: max(file, inUse+budget), lastFile: file, quota: quota,
+		credited: inUse < file, probing: inUse >= ceiling(q) && budget < q/probeCapDivisor}
 }
 
 // fileSizeReader reads etcd's file size from /metrics (0 when it carries
