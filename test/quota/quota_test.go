@@ -96,7 +96,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		// A quota below etcd's default must be told (the budget assumes
 		// 2 GiB otherwise), as the README says where the install is.
 		res, peak, took, err := migrate(ctx, big, big.v2, migration.Options{EtcdQuota: quota})
-		bigRun = firstRun{before: before, took: took, waits: res.CompactionWaits}
+		bigRun = firstRun{before: before, took: took, waits: res.CompactionWaits, space: res.Space}
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Complete).To(BeTrue())
 		Expect(res.Failed).To(BeZero())
@@ -123,7 +123,9 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		By("a run stopped at half its pass, as a SIGKILL stops it between two saves")
 		stopped, stop := context.WithCancel(ctx)
 		var saved migration.Progress
-		opts := migration.Options{EtcdQuota: quota, OnProgress: func(p migration.Progress) {
+		// It follows the first run, as a door carries the ledger in the
+		// policy's status (status.migration.space) to the next run.
+		opts := migration.Options{EtcdQuota: quota, Previous: first.space, OnProgress: func(p migration.Progress) {
 			saved = p // what a door saves after every page
 			if p.Rewritten >= int64(big.n/2) {
 				stop()
@@ -135,6 +137,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		stop()
 		Expect(err).To(Or(BeNil(), MatchError(context.Canceled)))
 		Expect(half.Complete).To(BeFalse())
+		Expect(half.SpaceBudget).To(BeNumerically(">", quota/64), "the run that follows the first one is not at the floor: %s", half.SpaceBudgetReason)
 		Expect(saved.Space.Peak).To(BeNumerically(">", 0), "the progress saved carries the run's space ledger")
 
 		By("the run resumed from what was saved")
@@ -196,6 +199,7 @@ type firstRun struct {
 	before int64 // etcd's database when it started
 	took   time.Duration
 	waits  int
+	space  migration.SpaceLedger // what its writes left, for the run that follows
 }
 
 // restore does what the error says: compact, defragment, disarm.
