@@ -630,6 +630,11 @@ func (s *spaceBudget) reserve(ctx context.Context, w Writer, onWait func(rev str
 		}
 	}()
 	for {
+		if err := ctx.Err(); err != nil {
+			// A run stopped while its dispatcher hands out a page: no
+			// wait starts (each would count one).
+			return nil, err
+		}
 		rev := s.release(ctx, true)
 		if chunk, ok := s.tryReserve(w); ok {
 			if waiting {
