@@ -51,8 +51,11 @@ limitations under the License.
 // The bytes the run adds to etcd between two of the API server's
 // compactions are budgeted (SpaceBudgetFor): when the budget is spent the
 // run waits for the next compaction, so that etcd never reaches its space
-// quota because of it. An answer that etcd is full (NOSPACE) stops the run
-// at once.
+// quota because of it. Every writer of a graduation (Writers: the main
+// pass, the sweep, CleanupManagedFields) writes under such a budget, and a
+// writer that follows another (Options.Previous, a SpaceLedger) counts the
+// pages the earlier writes freed as free. An answer that etcd is full
+// (NOSPACE) stops the run at once.
 //
 // Writers run under an adaptive limit (see Options.Priority) and flow across page
 // boundaries; the continue token a caller saves advances only past pages
@@ -115,6 +118,10 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 	r.progress.Failures = append([]Failure(nil), opts.Resume.Failures...)
 	r.progress.Remaining = -1
 	r.metrics = metricsReader(opts.Config)
+	if opts.Previous == (SpaceLedger{}) {
+		// A resumed run follows its own predecessor.
+		r.opts.Previous = opts.Resume.Space
+	}
 	r.newSpaceBudget(ctx)
 	r.watchFrom = func(checkpoint string) {
 		if opts.SweepWatchLimit > 0 {
@@ -187,6 +194,7 @@ func (r *runner) snapshot() Progress {
 	var reason limit.Reason
 	p.Writers, reason, p.WriteRate = r.writers.Status()
 	p.WritersReason = limitReason(reason)
+	p.Space = r.space.Ledger()
 	return p
 }
 
@@ -207,6 +215,9 @@ func (r *runner) notify() {
 
 func (r *runner) result(complete bool) Result {
 	res := Result{Progress: r.snapshot(), Complete: complete}
+	if !r.space.off() {
+		res.Charged = r.space.charges()
+	}
 	if complete {
 		res.Continue = ""
 		res.Remaining = 0

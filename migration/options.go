@@ -136,6 +136,13 @@ type Options struct {
 	// the budget off (measurements only: a big population of big objects
 	// can then fill etcd).
 	SpaceBudget int64
+	// Previous is what the runs before this one in the same etcd left of
+	// their writes (Progress.Space of the last of them): a run resumed after
+	// a restart, the managedFields cleanup after its migration, the next
+	// CRD of a fleet. The budget then counts the pages their writes freed
+	// as free (SpaceBudgetFor), and charges their writes not compacted yet.
+	// Zero: none known, and the budget reads the database's file alone.
+	Previous SpaceLedger
 	// OnProgress is called, never concurrently, each time the oldest pages
 	// in flight are done, so persisting Progress.Continue and
 	// Progress.Checkpoint is safe; when a wait for etcd's compaction starts
@@ -214,6 +221,9 @@ type Progress struct {
 	CompactionWait string
 	// CompactionWaits counts the compactions the run waited for.
 	CompactionWaits int
+	// Space is what the run's writes did to etcd's space so far, for the
+	// run that follows it (Options.Previous); zero with the budget off.
+	Space SpaceLedger
 }
 
 // Failure is an object the run could not rewrite.
@@ -234,6 +244,9 @@ type Result struct {
 	// end of their listings: every object was handled, and each one is
 	// either done or counted in Failed.
 	Complete bool
+	// Charged is what each writer of the run charged to the etcd space
+	// budget (nil with the budget off).
+	Charged map[Writer]Charge
 }
 
 // ParseEtcdQuota reads an etcd quota given as a quantity, such as 8Gi or

@@ -62,6 +62,14 @@ type pageRun struct {
 }
 
 // pass lists every object and hands each to a writer. Writers flow from
+// writer is the pass's Writer, for the etcd space budget.
+func (k passKind) writer() Writer {
+	if k == catchUpPass {
+		return WriterSweep
+	}
+	return WriterPass
+}
+
 // one page into the next; pages are marked done in listing order.
 func (r *runner) pass(ctx context.Context, kind passKind, source func(context.Context, chan<- page)) (bool, error) {
 	// A writer that meets an error which is not the object's own aborts the
@@ -191,7 +199,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		// a watch keeps no managedFields of them: Resource's version.
 		obj.WriteAt = ""
 	}
-	chunk, err := ps.reserveSpace(ps.ctx)
+	chunk, err := ps.reserveSpace(ps.ctx, ps.kind.writer())
 	if err != nil {
 		ps.finish(pr, notCounted, nil, obj)
 		return

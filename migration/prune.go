@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	clientretry "k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,34 +98,115 @@ func PruneStoredVersions(ctx context.Context, c client.Client, crdName string, e
 // CleanupManagedFields removes, from every object of resource, the
 // metadata.managedFields entries whose apiVersion is not one of the served
 // versions: they break later server-side applies ("request to convert CR to
-// an invalid group/version"). It returns how many objects it changed.
+// an invalid group/version"). It returns how many objects it changed. Its
+// patches are budgeted as CleanupManagedFieldsWithin's with no options: the
+// database's size unknown, MinSpaceBudget per compaction.
+func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, served []string) (int, error) {
+	res, err := CleanupManagedFieldsWithin(ctx, c, resource, served, CleanupOptions{})
+	return res.Cleaned, err
+}
+
+// CleanupOptions are the etcd space budget's inputs for the managedFields
+// cleanup, as Options' for a Run: the cleanup rewrites as many objects as
+// the migration, so it writes under the same rule (SpaceBudgetFor).
+type CleanupOptions struct {
+	// Config reads the API server's /metrics for etcd's database size.
+	Config *rest.Config
+	// EtcdQuota, SpaceBudget and Previous are Options'.
+	EtcdQuota   int64
+	SpaceBudget int64
+	Previous    SpaceLedger
+	// OnCompactionWait is called when the cleanup starts waiting for etcd's
+	// next compaction, with why, and with "" when the wait ends.
+	OnCompactionWait func(string)
+}
+
+// CleanupResult is what a cleanup did.
+type CleanupResult struct {
+	// Cleaned is the number of objects whose entries were dropped.
+	Cleaned int
+	// SpaceBudget and SpaceBudgetReason are its etcd space budget (-1:
+	// off) and how it was set; CompactionWaits the compactions it waited
+	// for.
+	SpaceBudget       int64
+	SpaceBudgetReason string
+	CompactionWaits   int
+	// Space is what its writes did to etcd's space, for what follows.
+	Space SpaceLedger
+	// Charged is what it charged to the budget (nil with it off).
+	Charged map[Writer]Charge
+}
+
+// CleanupManagedFieldsWithin is CleanupManagedFields with its etcd space
+// budget told: each patch is charged to it (WriterCleanup) at the object's
+// size, and the cleanup waits for a compaction when the patches not
+// compacted yet would pass it.
 //
 // It lists with paging.EachObject, paging.DefaultPageSize objects at a time;
 // a listing whose continue token expired goes on, or starts again, as
 // paging.Pager says: objects already cleaned then have nothing left to drop
 // and are not counted twice.
-func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, served []string) (int, error) {
+func CleanupManagedFieldsWithin(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, served []string, opts CleanupOptions) (CleanupResult, error) {
 	servedAPIVersions := map[string]bool{}
 	for _, v := range served {
 		servedAPIVersions[schema.GroupVersion{Group: resource.Group, Version: v}.String()] = true
 	}
-	cleaned := 0
+	objects := dynamicObjects{client: c, resource: resource}
+	inputs := spaceInputs{budget: opts.SpaceBudget, quota: opts.EtcdQuota, previous: opts.Previous, metrics: metricsReader(opts.Config)}
+	var res CleanupResult
+	var space *spaceBudget
+	space, res.SpaceBudgetReason, _ = inputs.newBudget(ctx, objects.compacted, resource.String())
+	res.SpaceBudget = space.budget
+	space.onRebudget = func(reason string) {
+		res.SpaceBudget, res.SpaceBudgetReason = space.currentBudget(), reason
+	}
+	w := &cleanupWriter{space: space, served: servedAPIVersions, onWait: opts.OnCompactionWait, waits: &res.CompactionWaits}
 	err := paging.EachObject(ctx, c, resource, paging.DefaultPageSize, nil, func(obj *unstructured.Unstructured) error {
-		changed, err := cleanupObject(ctx, c, resource, obj, servedAPIVersions)
+		changed, err := w.cleanup(ctx, c, resource, obj)
 		if changed {
-			cleaned++
+			res.Cleaned++
 		}
 		return err
 	})
-	return cleaned, err
+	res.Space = space.Ledger()
+	if !space.off() {
+		res.Charged = space.charges()
+	}
+	return res, err
+}
+
+// cleanupWriter patches objects under the cleanup's budget.
+type cleanupWriter struct {
+	space  *spaceBudget
+	served map[string]bool
+	onWait func(string)
+	waits  *int
+}
+
+// reserve charges one patch of an object of size bytes, waiting for a
+// compaction when the budget is spent.
+func (w *cleanupWriter) reserve(ctx context.Context, size int64) (*spaceChunk, error) {
+	w.space.sampledPage(size)
+	return w.space.reserve(ctx, WriterCleanup, func(rev string) {
+		*w.waits++
+		if w.onWait != nil {
+			w.onWait(fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s: the managedFields cleanup's writes not compacted yet reached its budget of %s",
+				rev, bytesText(w.space.currentBudget())))
+		}
+	}, func() {
+		if w.onWait != nil {
+			w.onWait("")
+		}
+	})
 }
 
 // cleanupObject drops the stale entries of one object. The patch carries the
 // object's resourceVersion, so a concurrent write makes it conflict: the
 // object is then read again and the entries recomputed (retry.DefaultRetry).
 // An object deleted meanwhile needs no cleaning.
-func cleanupObject(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource,
-	obj *unstructured.Unstructured, served map[string]bool) (bool, error) {
+func (w *cleanupWriter) cleanup(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource,
+	obj *unstructured.Unstructured) (bool, error) {
+	served := w.served
 	ref := klog.KRef(obj.GetNamespace(), obj.GetName())
 	objects := c.Resource(resource).Namespace(obj.GetNamespace())
 	current := obj
@@ -158,7 +240,19 @@ func cleanupObject(ctx context.Context, c dynamic.Interface, resource schema.Gro
 			failed = "encode the managedFields patch of"
 			return err
 		}
-		if _, err := objects.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{}); err != nil {
+		size, _ := sizeOf(current, nil)
+		chunk, err := w.reserve(ctx, size)
+		if err != nil {
+			failed = "wait for etcd's space budget to clean managedFields of"
+			return err
+		}
+		patched, err := objects.Patch(ctx, obj.GetName(), types.MergePatchType, data, metav1.PatchOptions{})
+		rv := ""
+		if err == nil {
+			rv = patched.GetResourceVersion()
+		}
+		w.space.done(chunk, rv)
+		if err != nil {
 			failed = "clean managedFields of"
 			if apierrors.IsConflict(err) {
 				current = nil

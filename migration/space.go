@@ -93,6 +93,44 @@ type EtcdSpace struct {
 	// kine datastore (k3s's SQLite, before k3s enabled its size in 2025)
 	// does not, and there is no etcd quota to guard.
 	SizeUnreported bool
+	// Previous is what the runs before this one in the same etcd left
+	// (SpaceLedger): a run resumed, the managedFields cleanup after its
+	// migration, the next CRD of a fleet. Zero when none is known.
+	Previous SpaceLedger
+}
+
+// SpaceLedger is what a run's writes did to etcd's space, kept for the run
+// that follows it in the same etcd. etcd's file keeps the pages a
+// compaction freed until a defragmentation, and the API server's gauge is
+// the file's size: after a run grew the file, the file alone says nothing
+// of the pages its writes freed again. The ledger does.
+type SpaceLedger struct {
+	// InUse is the part of etcd's database the run's budget counted as in
+	// use when it started: the file's size, or less when it followed runs
+	// whose writes were compacted since.
+	InUse int64
+	// Peak is the most bytes that the run's writes, and those of the runs
+	// before it in a row, held at once before a compaction freed them, as
+	// charged (WriteCost).
+	Peak int64
+	// Outstanding is the bytes of the run's writes not known to be
+	// compacted when it last reported, and Revision the highest revision
+	// its writes were given: a run that follows holds those bytes until
+	// etcd compacted past Revision.
+	Outstanding int64
+	Revision    uint64
+}
+
+// inUse is the part of a database of size file that the rule counts as in
+// use after the runs of prev: the file less the most their writes held at
+// once (pages freed again once compacted), never less than what the first
+// of them counted, nor more than the file. The file's growth past the
+// runs' peak is others' data, and counts.
+func (prev SpaceLedger) inUse(file int64) int64 {
+	if prev.InUse <= 0 || prev.Peak <= 0 || file <= 0 {
+		return file
+	}
+	return min(file, max(prev.InUse, file-prev.Peak))
 }
 
 // SpaceBudgetFor is the rule: the bytes a run may add to etcd between two
@@ -110,7 +148,24 @@ type EtcdSpace struct {
 //     MinSpaceBudget.
 //   - /metrics answers without a storage size and the quota is not told:
 //     no budget (nothing to guard; telling a quota brings one back).
+//
+// After other runs (EtcdSpace.Previous), the database's size above is what
+// is in use of it (SpaceLedger.inUse): etcd reuses the pages their writes
+// freed before it grows the file, so a run that follows another keeps the
+// pace of the first. The writes of the runs before not compacted yet
+// (SpaceLedger.Outstanding) stay charged to the new run until they are.
 func SpaceBudgetFor(s EtcdSpace) (int64, string) {
+	file := s.DatabaseSize
+	s.DatabaseSize = s.Previous.inUse(file)
+	budget, reason := spaceBudgetFor(s)
+	if s.DatabaseSize < file {
+		reason += fmt.Sprintf("; its file is %s: %s of it is pages the runs before this one freed (their writes, up to %s at once, were compacted), which etcd reuses",
+			bytesText(file), bytesText(file-s.DatabaseSize), bytesText(s.Previous.Peak))
+	}
+	return budget, reason
+}
+
+func spaceBudgetFor(s EtcdSpace) (int64, string) {
 	switch {
 	case s.DatabaseSize > 0 && s.Quota > 0:
 		budget := max(ceiling(s.Quota)-s.DatabaseSize, s.Quota/quotaFloorDivisor)
@@ -190,6 +245,33 @@ func bytesText(n int64) string {
 	return resource.NewQuantity(n, resource.BinarySI).String()
 }
 
+// Writer names one writer of a graduation's objects. Each charges every
+// write it makes to the etcd space budget: the rule "the database may grow
+// to 3/4 of the quota between compactions" holds for the graduation as a
+// whole only if none writes around it.
+type Writer string
+
+const (
+	// WriterPass is the main pass's rewrites (Run).
+	WriterPass Writer = "pass"
+	// WriterSweep is the catch-up sweep's rewrites (Run).
+	WriterSweep Writer = "sweep"
+	// WriterCleanup is the managedFields cleanup's patches
+	// (CleanupManagedFields).
+	WriterCleanup Writer = "managedFields cleanup"
+)
+
+// Writers are every writer of a graduation's objects. The graduation's
+// other writes are of one object each (the CRD, the policy's status) and
+// are not budgeted.
+var Writers = []Writer{WriterPass, WriterSweep, WriterCleanup}
+
+// Charge is what one writer charged to the budget: its writes and their
+// bytes (WriteCost).
+type Charge struct {
+	Writes, Bytes int64
+}
+
 // spaceBudget is a run's budget in flight: the bytes its writes added to
 // etcd that no compaction has freed yet, in chunks of about a quarter of
 // the budget, oldest first. A chunk is freed once etcd compacted past the
@@ -211,6 +293,127 @@ type spaceBudget struct {
 	// dispatched: its writes are charged at least that.
 	pageBytes int64
 	lastProbe time.Time
+	// ledger is what the budget tells the run that follows: InUse from the
+	// start, Peak as it goes (see SpaceLedger).
+	ledger SpaceLedger
+	// charged is what each writer charged.
+	charged map[Writer]Charge
+
+	// watch is what the budget knows of etcd's file while the run writes
+	// (judgeFile); fileSize reads the file's size, at most every
+	// fileCheckEvery, while the budget counts freed pages or probes for
+	// them (nil: never). onRebudget tells the run a new budget's reason.
+	watch         fileWatch
+	fileSize      func(context.Context) (int64, error)
+	lastFileCheck time.Time
+	onRebudget    func(reason string)
+}
+
+// fileCheckEvery is how often a budget that counts freed pages, or probes
+// for them, reads the file's size: the API server refreshes its gauge
+// every 30 s by default (--etcd-db-metric-poll-interval), and a read of a
+// gauge not refreshed since the last one would see a file that did not
+// grow. A variable for the tests.
+var fileCheckEvery = 30 * time.Second
+
+// fileWatch is what a budget knows of etcd's file while the run writes.
+type fileWatch struct {
+	// allowed is the size the file may reach: the larger of the file at
+	// the start and the part of it in use plus the budget then.
+	allowed int64
+	// lastFile is the file at the last read; used the most bytes the run
+	// held outstanding since.
+	lastFile, used int64
+	// quota is etcd's quota as told (0: the default is assumed).
+	quota int64
+	// credited: the budget counts pages freed by the runs before as free
+	// (SpaceLedger); probing: the budget started at its floor (the file
+	// past the ceiling), and grows while the file shows the run's writes
+	// land in free pages.
+	credited, probing bool
+}
+
+// watching tells whether the file is worth reading.
+func (w fileWatch) watching() bool { return w.credited || w.probing }
+
+// judgeFile is the budget after a read of the file, and why it changed
+// ("" when it did not):
+//
+//   - The file grew past what it may reach (fileWatch.allowed), give or
+//     take a quarter of the budget (pages too scattered for a large
+//     object): the pages counted as free were not all free (others' data
+//     took them). The budget goes back to the rule's for the file alone,
+//     and stops counting or probing for free pages.
+//   - Probing, the file did not grow at all while the run held at least
+//     3/4 of its budget: those writes landed in free pages, so the budget
+//     doubles, to at most 1/16 of the quota (by then past the ceiling,
+//     the file may grow by that much before the next read shows it: it
+//     stays under 5/6 of the quota).
+func judgeFile(w fileWatch, budget, file int64) (fileWatch, int64, string) {
+	used := w.used
+	w.used = 0
+	if allowed := w.allowed; file > allowed+budget/chunkDivisor {
+		next, reason := SpaceBudgetFor(EtcdSpace{DatabaseSize: file, Quota: w.quota})
+		next = min(next, budget)
+		w.credited, w.probing, w.allowed, w.lastFile = false, false, file+next, file
+		return w, next, fmt.Sprintf("%s (etcd's file grew to %s while the run wrote, past the %s that the pages counted as free allowed: they were not all free, so the budget is the file's again)",
+			reason, bytesText(file), bytesText(allowed))
+	}
+	grew := file > w.lastFile
+	w.lastFile = file
+	quota := w.quota
+	if quota <= 0 {
+		quota = DefaultEtcdQuota
+	}
+	probeCap := quota / probeCapDivisor
+	if !w.probing || grew || used < budget*3/4 || budget >= probeCap {
+		return w, budget, ""
+	}
+	next := min(2*budget, probeCap)
+	return w, next, fmt.Sprintf("%s per compaction: etcd's file is %s, past 3/4 of the %s quota, yet it did not grow while the run's writes not compacted held %s: they landed in pages freed before, so the budget doubles while the file stays, to at most 1/16 of the quota",
+		bytesText(next), bytesText(file), bytesText(quota), bytesText(used))
+}
+
+// probeCapDivisor: a probing budget grows to 1/16 of the quota at most.
+const probeCapDivisor = 16
+
+// checkFile reads the file's size when a read is due, and sets the budget
+// judgeFile gives.
+func (s *spaceBudget) checkFile(ctx context.Context) {
+	if s.off() || s.fileSize == nil {
+		return
+	}
+	s.mu.Lock()
+	due := s.watch.watching() && time.Since(s.lastFileCheck) >= fileCheckEvery
+	if due {
+		s.lastFileCheck = time.Now()
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	file, err := s.fileSize(ctx)
+	if err != nil || file <= 0 {
+		return
+	}
+	s.mu.Lock()
+	watch, budget, reason := judgeFile(s.watch, s.budget, file)
+	s.watch = watch
+	if reason == "" {
+		s.mu.Unlock()
+		return
+	}
+	if !watch.credited && !watch.probing && budget < s.budget {
+		// The credit is gone: the chain of runs starts again at the file.
+		s.ledger = SpaceLedger{InUse: file, Peak: s.outstanding}
+	}
+	s.budget = budget
+	onRebudget := s.onRebudget
+	s.mu.Unlock()
+	klog.FromContext(ctx).Info("the etcd space budget changed with etcd's file", "file", bytesText(file), "budget", bytesText(budget), "reason", reason)
+	if onRebudget != nil {
+		onRebudget(reason)
+	}
 }
 
 // spaceChunk is writes whose bytes are freed together.
@@ -218,6 +421,51 @@ type spaceChunk struct {
 	bytes    int64
 	pending  int    // writes not answered yet
 	revision uint64 // the highest revision its writes were given
+}
+
+// inherit charges the writes of the runs before that no compaction is
+// known to have freed (SpaceLedger.Outstanding) as a chunk of their own,
+// freed once etcd compacted past their last revision.
+func (s *spaceBudget) inherit(prev SpaceLedger) {
+	s.ledger.Peak = max(s.ledger.Peak, prev.Peak)
+	if s.off() || prev.Outstanding <= 0 || prev.Revision == 0 {
+		return
+	}
+	s.chunks = append(s.chunks, &spaceChunk{bytes: prev.Outstanding, revision: prev.Revision})
+	s.outstanding += prev.Outstanding
+	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
+}
+
+// Ledger is what the budget tells the run that follows it.
+func (s *spaceBudget) Ledger() SpaceLedger {
+	if s.off() {
+		return SpaceLedger{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.ledger
+	l.Outstanding = s.outstanding
+	for _, c := range s.chunks {
+		l.Revision = max(l.Revision, c.revision)
+	}
+	if l.Revision == 0 {
+		l.Outstanding = 0
+	}
+	return l
+}
+
+// charges is what every writer charged so far.
+func (s *spaceBudget) charges() map[Writer]Charge {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[Writer]Charge, len(s.charged))
+	for w, c := range s.charged {
+		out[w] = c
+	}
+	return out
 }
 
 // chunkDivisor: a chunk holds about a quarter of the budget.
@@ -258,10 +506,10 @@ func (s *spaceBudget) sampledPage(objectBytes ...int64) {
 	}
 }
 
-// tryReserve charges one write to the open chunk when the budget allows it
-// (a write always goes when nothing is outstanding) and returns the chunk
-// to tell when it is answered, or false.
-func (s *spaceBudget) tryReserve() (*spaceChunk, bool) {
+// tryReserve charges one write of w to the open chunk when the budget
+// allows it (a write always goes when nothing is outstanding) and returns
+// the chunk to tell when it is answered, or false.
+func (s *spaceBudget) tryReserve(w Writer) (*spaceChunk, bool) {
 	if s.off() {
 		return nil, true
 	}
@@ -278,6 +526,15 @@ func (s *spaceBudget) tryReserve() (*spaceChunk, bool) {
 	chunk.bytes += c
 	chunk.pending++
 	s.outstanding += c
+	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
+	s.watch.used = max(s.watch.used, s.outstanding)
+	if s.charged == nil {
+		s.charged = map[Writer]Charge{}
+	}
+	charge := s.charged[w]
+	charge.Writes++
+	charge.Bytes += c
+	s.charged[w] = charge
 	return chunk, true
 }
 
@@ -353,34 +610,37 @@ func (s *spaceBudget) release(ctx context.Context, force bool) string {
 	}
 }
 
-// reserveSpace lets one more write go once the budget allows it, waiting
-// for compactions while the bytes not compacted yet would pass it. It
-// returns the chunk the write is charged to. Only the dispatcher calls it.
-func (r *runner) reserveSpace(ctx context.Context) (*spaceChunk, error) {
-	if r.space.off() {
+// reserve lets one more write of w go once the budget allows it, waiting
+// for compactions while the bytes not compacted yet would pass it; onWait
+// is called when a wait starts, with the revision it waits for, and
+// waited when it ends. It returns the chunk the write is charged to.
+func (s *spaceBudget) reserve(ctx context.Context, w Writer, onWait func(rev string), waited func()) (*spaceChunk, error) {
+	if s.off() {
 		return nil, nil
 	}
-	r.space.release(ctx, false)
-	if chunk, ok := r.space.tryReserve(); ok {
+	s.checkFile(ctx)
+	s.release(ctx, false)
+	if chunk, ok := s.tryReserve(w); ok {
 		return chunk, nil
 	}
 	waiting := false
 	defer func() {
-		if waiting {
-			r.mu.Lock()
-			r.progress.CompactionWait = ""
-			r.mu.Unlock()
-			r.notify()
-			r.writers.RestartWindow()
+		if waiting && waited != nil {
+			waited()
 		}
 	}()
 	for {
-		rev := r.space.release(ctx, true)
-		if chunk, ok := r.space.tryReserve(); ok {
+		if err := ctx.Err(); err != nil {
+			// A run stopped while its dispatcher hands out a page: no
+			// wait starts (each would count one).
+			return nil, err
+		}
+		rev := s.release(ctx, true)
+		if chunk, ok := s.tryReserve(w); ok {
 			if waiting {
 				// etcd deletes what it compacted in the background.
 				if err := sleep(ctx, compactionSettle); err != nil {
-					r.space.done(chunk, "")
+					s.done(chunk, "")
 					return nil, err
 				}
 			}
@@ -388,7 +648,9 @@ func (r *runner) reserveSpace(ctx context.Context) (*spaceChunk, error) {
 		}
 		if !waiting && rev != "" {
 			waiting = true
-			r.startWait(ctx, rev)
+			if onWait != nil {
+				onWait(rev)
+			}
 		}
 		if err := sleep(ctx, compactionPoll); err != nil {
 			return nil, err
@@ -396,14 +658,26 @@ func (r *runner) reserveSpace(ctx context.Context) (*spaceChunk, error) {
 	}
 }
 
+// reserveSpace is reserve for the run's writer w, the wait shown in the
+// progress. Only the dispatcher calls it.
+func (r *runner) reserveSpace(ctx context.Context, w Writer) (*spaceChunk, error) {
+	return r.space.reserve(ctx, w, func(rev string) { r.startWait(ctx, rev) }, func() {
+		r.mu.Lock()
+		r.progress.CompactionWait = ""
+		r.mu.Unlock()
+		r.notify()
+		r.writers.RestartWindow()
+	})
+}
+
 // startWait shows in the progress that the run waits for a compaction.
 func (r *runner) startWait(ctx context.Context, rev string) {
 	r.mu.Lock()
 	r.progress.CompactionWaits++
 	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: the run's writes not compacted yet reached its budget of %s%s",
-		rev, time.Now().UTC().Format(time.RFC3339), bytesText(r.space.budget), r.quotaHint())
+		rev, time.Now().UTC().Format(time.RFC3339), bytesText(r.space.currentBudget()), r.quotaHint())
 	r.mu.Unlock()
-	klog.FromContext(ctx).Info("waiting for etcd to compact", "resource", r.opts.Resource.String(), "resourceVersion", rev, "budget", bytesText(r.space.budget))
+	klog.FromContext(ctx).Info("waiting for etcd to compact", "resource", r.opts.Resource.String(), "resourceVersion", rev, "budget", bytesText(r.space.currentBudget()))
 	r.notify()
 }
 
@@ -442,31 +716,95 @@ const maxReasonError = 200
 // newSpaceBudget sets the run's budget from Options.SpaceBudget, else from
 // the rule, reading the database's size from the API server's /metrics.
 func (r *runner) newSpaceBudget(ctx context.Context) {
-	s := &spaceBudget{budget: r.opts.SpaceBudget, compacted: r.objects.compacted}
-	r.space = s
+	space := spaceInputs{budget: r.opts.SpaceBudget, quota: r.opts.EtcdQuota, previous: r.opts.Previous, metrics: r.metrics}
+	r.space, r.progress.SpaceBudgetReason, r.progress.DatabaseSize = space.newBudget(ctx, r.objects.compacted, r.opts.Resource.String())
+	r.progress.SpaceBudget = r.space.budget
+	r.space.onRebudget = func(reason string) {
+		r.mu.Lock()
+		r.progress.SpaceBudget, r.progress.SpaceBudgetReason = r.space.currentBudget(), reason
+		r.mu.Unlock()
+		r.notify()
+	}
+}
+
+// currentBudget is the budget now (checkFile can lower it).
+func (s *spaceBudget) currentBudget() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.budget
+}
+
+// spaceInputs are what a writer's budget is set from: Options' SpaceBudget,
+// EtcdQuota and Previous, and the API server's /metrics.
+type spaceInputs struct {
+	budget, quota int64
+	previous      SpaceLedger
+	metrics       func(context.Context) ([]byte, error)
+}
+
+// newBudget is the budget of the inputs, its reason and the database's
+// size it read (0 when unknown).
+func (in spaceInputs) newBudget(ctx context.Context, compacted func(context.Context, string) (bool, error), resource string) (*spaceBudget, string, int64) {
+	s := &spaceBudget{budget: in.budget, compacted: compacted}
 	switch {
 	case s.budget < 0:
-		r.progress.SpaceBudget, r.progress.SpaceBudgetReason = -1, "off"
-		return
+		return s, "off", 0
 	case s.budget > 0:
-		r.progress.SpaceBudget, r.progress.SpaceBudgetReason = s.budget, fmt.Sprintf("%s per compaction, as set", bytesText(s.budget))
-		return
+		s.ledger.InUse = in.previous.InUse
+		s.inherit(in.previous)
+		return s, fmt.Sprintf("%s per compaction, as set", bytesText(s.budget)), 0
 	}
-	space, err := r.etcdSpace(ctx)
-	s.budget, r.progress.SpaceBudgetReason = SpaceBudgetFor(space)
-	r.progress.SpaceBudget, r.progress.DatabaseSize = s.budget, space.DatabaseSize
+	space, err := etcdSpace(ctx, in.metrics, in.quota)
+	space.Previous = in.previous
+	var reason string
+	s.budget, reason = SpaceBudgetFor(space)
+	s.ledger.InUse = in.previous.inUse(space.DatabaseSize)
+	s.inherit(in.previous)
+	if s.budget > 0 && space.DatabaseSize > 0 {
+		s.watch = newFileWatch(space.DatabaseSize, s.ledger.InUse, s.budget, in.quota)
+		s.fileSize = fileSizeReader(in.metrics)
+	}
 	if err != nil {
 		text := err.Error()
 		if len(text) > maxReasonError {
 			text = text[:maxReasonError] + "..."
 		}
-		r.progress.SpaceBudgetReason += "; etcd's database size is unknown: " + text
+		reason += "; etcd's database size is unknown: " + text
 		klog.FromContext(ctx).Info("the etcd space budget cannot read the database's size; a conservative budget applies",
-			"resource", r.opts.Resource.String(), "budget", bytesText(s.budget), "err", err.Error())
+			"resource", resource, "budget", bytesText(s.budget), "err", err.Error())
 	}
 	if space.SizeUnreported {
-		klog.FromContext(ctx).Info("the API server reports no storage size: the etcd space budget is "+r.progress.SpaceBudgetReason,
-			"resource", r.opts.Resource.String())
+		klog.FromContext(ctx).Info("the API server reports no storage size: the etcd space budget is "+reason, "resource", resource)
+	}
+	return s, reason, space.DatabaseSize
+}
+
+// newFileWatch is what a budget of budget, set from a file of size file
+// of which inUse is counted in use, watches: credited when it counted
+// freed pages, probing when the file is past the ceiling (the budget at
+// its floor).
+func newFileWatch(file, inUse, budget, quota int64) fileWatch {
+	q := quota
+	if q <= 0 {
+		q = DefaultEtcdQuota
+	}
+	return fileWatch{allowed: max(file, inUse+budget), lastFile: file, quota: quota,
+		credited: inUse < file, probing: inUse >= ceiling(q) && budget < q/probeCapDivisor}
+}
+
+// fileSizeReader reads etcd's file size from /metrics (0 when it carries
+// none).
+func fileSizeReader(metrics func(context.Context) ([]byte, error)) func(context.Context) (int64, error) {
+	if metrics == nil {
+		return nil
+	}
+	return func(ctx context.Context) (int64, error) {
+		data, err := metrics(ctx)
+		if err != nil {
+			return 0, err
+		}
+		size, _ := parseStorageSize(data)
+		return size, nil
 	}
 }
 
@@ -478,13 +816,13 @@ var storageSizeReads, storageSizeRetry = 3, time.Second
 
 // etcdSpace reads the etcd database's size from the API server; the error
 // says why it is unknown (not when the storage reports none).
-func (r *runner) etcdSpace(ctx context.Context) (EtcdSpace, error) {
-	space := EtcdSpace{Quota: r.opts.EtcdQuota}
-	if r.metrics == nil {
+func etcdSpace(ctx context.Context, metrics func(context.Context) ([]byte, error), quota int64) (EtcdSpace, error) {
+	space := EtcdSpace{Quota: quota}
+	if metrics == nil {
 		return space, fmt.Errorf("no rest.Config (Options.Config) to read the API server's /metrics with")
 	}
 	for read := 1; ; read++ {
-		data, err := r.metrics(ctx)
+		data, err := metrics(ctx)
 		if err != nil {
 			return space, fmt.Errorf("read the API server's /metrics (the chart grants get on it): %w", err)
 		}

@@ -71,7 +71,7 @@ var _ = Describe("the etcd space budget", func() {
 		reads := 0
 		without := func(context.Context) ([]byte, error) { reads++; return []byte("apiserver_request_total 5\n"), nil }
 		r := &runner{metrics: without}
-		space, err := r.etcdSpace(ctx)
+		space, err := etcdSpace(ctx, r.metrics, r.opts.EtcdQuota)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(space).To(Equal(EtcdSpace{SizeUnreported: true}))
 		Expect(reads).To(Equal(storageSizeReads), "read again: a loaded etcd can miss one scrape")
@@ -86,10 +86,10 @@ var _ = Describe("the etcd space budget", func() {
 		}
 		r = &runner{metrics: late}
 		r.opts.EtcdQuota = 192 * mib
-		Expect(r.etcdSpace(ctx)).To(Equal(EtcdSpace{DatabaseSize: 42000000, Quota: 192 * mib}))
+		Expect(etcdSpace(ctx, r.metrics, r.opts.EtcdQuota)).To(Equal(EtcdSpace{DatabaseSize: 42000000, Quota: 192 * mib}))
 
 		r = &runner{metrics: func(context.Context) ([]byte, error) { return nil, errors.New("forbidden") }}
-		space, err = r.etcdSpace(ctx)
+		space, err = etcdSpace(ctx, r.metrics, r.opts.EtcdQuota)
 		Expect(err).To(MatchError(ContainSubstring("forbidden")))
 		Expect(space.SizeUnreported).To(BeFalse(), "an unreadable /metrics is an unknown size, not an unreported one")
 	})
@@ -135,15 +135,15 @@ apiserver_storage_size_bytes_other 1e+12
 	It("lets writes go while the bytes not compacted yet fit the budget (a write always goes when none are)", func() {
 		s := &spaceBudget{budget: 2 * WriteCost(defaultObjectBytes)}
 		for range 2 {
-			_, ok := s.tryReserve()
+			_, ok := s.tryReserve(WriterPass)
 			Expect(ok).To(BeTrue())
 		}
-		_, ok := s.tryReserve()
+		_, ok := s.tryReserve(WriterPass)
 		Expect(ok).To(BeFalse())
 		s = &spaceBudget{budget: 1} // smaller than one write
-		_, ok = s.tryReserve()
+		_, ok = s.tryReserve(WriterPass)
 		Expect(ok).To(BeTrue())
-		_, ok = s.tryReserve()
+		_, ok = s.tryReserve(WriterPass)
 		Expect(ok).To(BeFalse())
 	})
 
@@ -154,10 +154,10 @@ apiserver_storage_size_bytes_other 1e+12
 		s := &spaceBudget{budget: 10 * WriteCost(240<<10)}
 		s.sampledPage(2<<10, 240<<10)
 		for range 10 {
-			_, ok := s.tryReserve()
+			_, ok := s.tryReserve(WriterPass)
 			Expect(ok).To(BeTrue())
 		}
-		_, ok := s.tryReserve()
+		_, ok := s.tryReserve(WriterPass)
 		Expect(ok).To(BeFalse(), "the eleventh large write passes the budget")
 		// The next page's samples set its own floor; the mean stays.
 		s.sampledPage(2<<10, 2<<10)
@@ -168,10 +168,10 @@ apiserver_storage_size_bytes_other 1e+12
 		s := &spaceBudget{budget: 10 * WriteCost(300)}
 		s.sampledPage(300)
 		for range 10 {
-			_, ok := s.tryReserve()
+			_, ok := s.tryReserve(WriterPass)
 			Expect(ok).To(BeTrue())
 		}
-		_, ok := s.tryReserve()
+		_, ok := s.tryReserve(WriterPass)
 		Expect(ok).To(BeFalse())
 	})
 
@@ -190,7 +190,7 @@ apiserver_storage_size_bytes_other 1e+12
 		}}
 		// Eight writes fill the budget, in chunks of two.
 		for rv := range 8 {
-			chunk, err := r.reserveSpace(ctx)
+			chunk, err := r.reserveSpace(ctx, WriterPass)
 			Expect(err).NotTo(HaveOccurred())
 			r.space.done(chunk, strconv.Itoa(100+rv))
 		}
@@ -201,7 +201,7 @@ apiserver_storage_size_bytes_other 1e+12
 			time.Sleep(50 * time.Millisecond)
 			compactedTo.Store(103) // past the first two chunks
 		}()
-		_, err := r.reserveSpace(ctx)
+		_, err := r.reserveSpace(ctx, WriterPass)
 		Expect(err).NotTo(HaveOccurred())
 		_, askedFirst := asked.Load("101")
 		Expect(askedFirst).To(BeTrue(), "it asks about the oldest chunk's last write")
@@ -216,7 +216,7 @@ apiserver_storage_size_bytes_other 1e+12
 	It("never waits when the budget is off", func(ctx SpecContext) {
 		r := &runner{writers: limit.New(8, false, limit.Background), space: &spaceBudget{budget: -1}}
 		for range 1000 {
-			_, err := r.reserveSpace(ctx)
+			_, err := r.reserveSpace(ctx, WriterPass)
 			Expect(err).NotTo(HaveOccurred())
 		}
 	})

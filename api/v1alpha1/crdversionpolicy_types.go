@@ -626,6 +626,33 @@ type MigrationStatus struct {
 	// this run (engine StorageVersionMigration).
 	// +optional
 	StorageVersionMigration *InTreeMigration `json:"storageVersionMigration,omitempty"`
+
+	// Space is what the run's writes did to etcd's space, kept for the
+	// writes that follow it (a resumed run, the managedFields cleanup, a
+	// new run): their etcd space budget counts the pages these writes
+	// freed as free, where etcd's file size alone would not.
+	// +optional
+	Space *EtcdSpaceLedger `json:"space,omitempty"`
+}
+
+// EtcdSpaceLedger is what a migration's writes did to etcd's space (the
+// engine's migration.SpaceLedger).
+type EtcdSpaceLedger struct {
+	// InUse is the bytes of etcd's database the run's budget counted as in
+	// use when it started.
+	// +optional
+	InUse int64 `json:"inUse,omitempty"`
+	// Peak is the most bytes the run's writes (and those of the runs it
+	// followed) held at once before a compaction freed them.
+	// +optional
+	Peak int64 `json:"peak,omitempty"`
+	// Outstanding is the bytes of its writes not known to be compacted,
+	// and Revision the highest resourceVersion its writes were given.
+	// +optional
+	Outstanding int64 `json:"outstanding,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Revision string `json:"revision,omitempty"`
 }
 
 // RoundTripStatus is the result of a round-trip proof: for each old

@@ -194,7 +194,8 @@ type Driver struct {
 	// Clock is the time source; a real clock when nil.
 	Clock clock.PassiveClock
 
-	runs runningMigrations
+	runs  runningMigrations
+	space spaceHistory
 }
 
 func (d *Driver) metrics() Metrics {

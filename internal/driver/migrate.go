@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -78,9 +79,11 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	pages := &pageHandler{d: d, g: g, step: step, status: r, metrics: m, counted: progressOf(r), cancel: cancel}
 	opts := d.engineOptions(policy.Spec.Migration, graduation.ResourceAt(crd, step.StorageVersion), progressOf(r))
 	opts.WriteVersions = writeVersions(crd, step.StorageVersion, policy.Spec.Migration.WriteTo)
+	opts.Previous = d.space.begin(opts.Resume.Space)
 	pages.door = opts.OnProgress
 	opts.OnProgress = func(p migration.Progress) { pages.handle(ctx, p) }
 	result, err := migration.Run(runCtx, d.Dynamic, opts)
+	d.space.end(result.Space)
 	pages.count(result.Progress)
 	recordProgress(r, result.Progress)
 	if result.Complete {
@@ -181,6 +184,11 @@ func (h *pageHandler) record(p migration.Progress) {
 // since has generations of its own.
 func nextRun(prev *graduatorv1alpha1.MigrationStatus, crd *apiextensionsv1.CustomResourceDefinition, version string, started *metav1.Time) *graduatorv1alpha1.MigrationStatus {
 	next := &graduatorv1alpha1.MigrationStatus{CRDGeneration: crd.Generation, StorageVersion: version, StartedAt: started}
+	if prev != nil {
+		// What the last run's writes did to etcd's space holds whatever
+		// the CRD did since: it is etcd's, not the objects'.
+		next.Space = prev.Space.DeepCopy()
+	}
 	if prev == nil || prev.StorageVersion != version || prev.ResourceVersion == "" || prev.StartedAt == nil ||
 		!crd.CreationTimestamp.Before(prev.StartedAt) {
 		return next
@@ -318,6 +326,7 @@ func progressOf(r *graduatorv1alpha1.MigrationStatus) migration.Progress {
 		Skipped:           r.Skipped,
 		Failed:            r.Failed,
 		Written:           r.WrittenRanges,
+		Space:             ledgerOf(r.Space),
 	}
 	p.SweepMode, p.SweepReason = sweepFrom(r.Sweep)
 	for _, f := range r.Failures {
@@ -339,7 +348,8 @@ func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) 
 	r.Listed, r.Rewritten, r.Skipped, r.Failed = p.Listed, p.Rewritten, p.Skipped, p.Failed
 	r.Progress = fmt.Sprintf("%d/%d", p.Done(), p.Listed)
 	r.WrittenRanges = p.Written
-	r.SpaceBudget, r.CompactionWait = p.SpaceBudgetReason, p.CompactionWait
+	r.SpaceBudget, r.CompactionWait = truncate(p.SpaceBudgetReason, maxStatusText), truncate(p.CompactionWait, maxStatusText)
+	r.Space = ledgerStatus(p.Space)
 	r.Failures = nil
 	for _, f := range p.Failures {
 		reason := f.Reason
@@ -350,8 +360,17 @@ func recordProgress(r *graduatorv1alpha1.MigrationStatus, p migration.Progress) 
 	}
 }
 
-// maxSweep keeps the sweep's reason within the status field's bound.
-const maxSweep = 512
+// maxSweep keeps the sweep's reason within the status field's bound;
+// maxStatusText the space budget's and the compaction wait's.
+const maxSweep, maxStatusText = 512, 512
+
+// truncate bounds s to n bytes for a status field of that bound.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
 
 // sweepOf is Progress.SweepMode and its reason as the status says them.
 func sweepOf(p migration.Progress) string {
@@ -398,5 +417,64 @@ func (m *runningMigrations) interrupt(name string, why error) {
 	defer m.mu.Unlock()
 	if cancel, ok := m.cancel[name]; ok {
 		cancel(why)
+	}
+}
+
+// ledgerOf is the engine's SpaceLedger of the status's.
+func ledgerOf(l *graduatorv1alpha1.EtcdSpaceLedger) migration.SpaceLedger {
+	if l == nil {
+		return migration.SpaceLedger{}
+	}
+	rev, _ := strconv.ParseUint(l.Revision, 10, 64)
+	return migration.SpaceLedger{InUse: l.InUse, Peak: l.Peak, Outstanding: l.Outstanding, Revision: rev}
+}
+
+// ledgerStatus is the status's of the engine's SpaceLedger (nil: none).
+func ledgerStatus(l migration.SpaceLedger) *graduatorv1alpha1.EtcdSpaceLedger {
+	if l == (migration.SpaceLedger{}) {
+		return nil
+	}
+	out := &graduatorv1alpha1.EtcdSpaceLedger{InUse: l.InUse, Peak: l.Peak, Outstanding: l.Outstanding}
+	if l.Revision > 0 {
+		out.Revision = strconv.FormatUint(l.Revision, 10)
+	}
+	return out
+}
+
+// spaceHistory is what the door's writes did to etcd's space, for the
+// writes that follow them in the same etcd: the next CRD of a fleet, a
+// policy's run after another's. It is told only while one budgeted writer
+// runs at a time: concurrent writers' pages are not free for each other.
+type spaceHistory struct {
+	mu     sync.Mutex
+	last   migration.SpaceLedger
+	active int
+}
+
+// begin starts a writer; own is what its policy's status kept (a resumed
+// run, the cleanup after its migration), which wins. It returns the ledger
+// the writer follows.
+func (h *spaceHistory) begin(own migration.SpaceLedger) migration.SpaceLedger {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.active++
+	switch {
+	case own != (migration.SpaceLedger{}):
+		return own
+	case h.active == 1:
+		return h.last
+	}
+	return migration.SpaceLedger{}
+}
+
+// end ends a writer, with what its writes left.
+func (h *spaceHistory) end(l migration.SpaceLedger) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.active--
+	if h.active == 0 {
+		h.last = l
+	} else {
+		h.last = migration.SpaceLedger{}
 	}
 }

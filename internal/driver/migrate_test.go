@@ -38,6 +38,7 @@ func TestNextRun(t *testing.T) {
 		r := &graduatorv1alpha1.MigrationStatus{
 			CRDGeneration: 3, StorageVersion: "v2", ResourceVersion: "1000", WrittenRanges: "1001-1200", StartedAt: &prevStarted,
 			ContinueToken: "abc", CatchUp: true, Listed: 50, Rewritten: 40, Failed: 10, CompletedAt: &done,
+			Space: &graduatorv1alpha1.EtcdSpaceLedger{InUse: 40 << 20, Peak: 8 << 20},
 		}
 		if edit != nil {
 			edit(r)
@@ -82,7 +83,53 @@ func TestNextRun(t *testing.T) {
 				got.CatchUp || got.Listed != 0 || got.Failed != 0 || got.CompletedAt != nil {
 				t.Errorf("a new run must start its pass and counts afresh: %+v", got)
 			}
+			if tc.prev != nil && (got.Space == nil || *got.Space != *tc.prev.Space) {
+				t.Errorf("space %+v; want the last run's %+v kept: it is etcd's, whatever the CRD did", got.Space, tc.prev.Space)
+			}
 		})
+	}
+}
+
+// What a run's writes did to etcd's space travels through the policy
+// status: a resumed run follows it.
+func TestSpaceLedgerSurvivesTheStatus(t *testing.T) {
+	for _, l := range []migration.SpaceLedger{
+		{},
+		{InUse: 40 << 20, Peak: 8 << 20},
+		{InUse: 40 << 20, Peak: 8 << 20, Outstanding: 3 << 20, Revision: 123456789},
+	} {
+		if got := ledgerOf(ledgerStatus(l)); got != l {
+			t.Errorf("through the status %+v came back as %+v", l, got)
+		}
+	}
+	if ledgerStatus(migration.SpaceLedger{}) != nil {
+		t.Error("no ledger: no status field")
+	}
+}
+
+func TestSpaceHistory(t *testing.T) {
+	run1 := migration.SpaceLedger{InUse: 40 << 20, Peak: 8 << 20}
+	own := migration.SpaceLedger{InUse: 30 << 20, Peak: 2 << 20}
+	var h spaceHistory
+	if got := h.begin(migration.SpaceLedger{}); got != (migration.SpaceLedger{}) {
+		t.Errorf("the first writer follows %+v, want nothing", got)
+	}
+	h.end(run1)
+	if got := h.begin(migration.SpaceLedger{}); got != run1 {
+		t.Errorf("the next CRD of a fleet follows %+v, want the last run's %+v", got, run1)
+	}
+	if got := h.begin(migration.SpaceLedger{}); got != (migration.SpaceLedger{}) {
+		t.Errorf("a writer concurrent with another follows %+v, want nothing: the other's pages are not free", got)
+	}
+	if got := h.begin(own); got != own {
+		t.Errorf("a resumed run follows %+v, want its own status's %+v", got, own)
+	}
+	h.end(own)
+	h.end(migration.SpaceLedger{})
+	last := migration.SpaceLedger{InUse: 50 << 20, Peak: 1 << 20}
+	h.end(last)
+	if got := h.begin(migration.SpaceLedger{}); got != last {
+		t.Errorf("after concurrent writers, the last to end left %+v: the next follows %+v", last, got)
 	}
 }
 

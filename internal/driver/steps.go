@@ -366,9 +366,21 @@ func (d *Driver) cleanupManagedFields(ctx context.Context, g *run, versions []st
 			served = append(served, v.Name)
 		}
 	}
-	cleaned, err := migration.CleanupManagedFields(ctx, d.Dynamic, graduation.ResourceAt(crd, graduation.StorageVersion(crd)), served)
+	resource := graduation.ResourceAt(crd, graduation.StorageVersion(crd))
+	engine := d.engineOptions(g.policy.Spec.Migration, resource, migration.Progress{})
+	var own migration.SpaceLedger
+	if r := g.policy.Status.Migration; r != nil {
+		own = ledgerOf(r.Space)
+	}
+	res, err := migration.CleanupManagedFieldsWithin(ctx, d.Dynamic, resource, served, migration.CleanupOptions{
+		Config: engine.Config, EtcdQuota: engine.EtcdQuota, SpaceBudget: engine.SpaceBudget, Previous: d.space.begin(own),
+	})
+	d.space.end(res.Space)
+	if r := g.policy.Status.Migration; r != nil {
+		r.Space = ledgerStatus(res.Space)
+	}
 	if err != nil {
-		return fmt.Errorf("clean managedFields of %s: %w", crd.Name, err)
+		return fmt.Errorf("clean managedFields of %s (etcd space budget %s): %w", crd.Name, res.SpaceBudgetReason, err)
 	}
 	for i := range g.policy.Status.Versions {
 		if slices.Contains(versions, g.policy.Status.Versions[i].Name) {
@@ -376,6 +388,7 @@ func (d *Driver) cleanupManagedFields(ctx context.Context, g *run, versions []st
 		}
 	}
 	d.Reporter.Event(g.policy, crd, corev1.EventTypeNormal, ReasonManagedFieldsCleaned, "CleanupManagedFields",
-		fmt.Sprintf("removed managedFields entries of %s from %d objects", strings.Join(versions, ", "), cleaned))
+		fmt.Sprintf("removed managedFields entries of %s from %d objects; %d waits for etcd's compaction, etcd space budget %s",
+			strings.Join(versions, ", "), res.Cleaned, res.CompactionWaits, truncate(res.SpaceBudgetReason, maxStatusText)))
 	return nil
 }

@@ -19,7 +19,9 @@ package migration_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -29,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graduator/graduator/migration"
@@ -296,11 +299,31 @@ var _ = Describe("migration.Run", func() {
 	It("cleans managedFields entries of versions no longer served", func(ctx SpecContext) {
 		f := newFixture(ctx, 20)
 		f.switchStorage(ctx)
-		_, err := migration.Run(ctx, dyn, migration.Options{Resource: f.v2})
+		run, err := migration.Run(ctx, dyn, migration.Options{Resource: f.v2, Config: cfg})
 		Expect(err).NotTo(HaveOccurred())
-		cleaned, err := migration.CleanupManagedFields(ctx, dyn, f.v2, []string{"v2"})
+
+		// The cleanup follows the run under the same space budget: each of
+		// its PATCHes is charged (WriterCleanup), and its budget says it
+		// follows the run's writes.
+		counting := rest.CopyConfig(cfg)
+		var patches atomic.Int64
+		counting.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripper(func(req *http.Request) (*http.Response, error) {
+				if req.Method == http.MethodPatch {
+					patches.Add(1)
+				}
+				return rt.RoundTrip(req)
+			})
+		})
+		counted, err := dynamic.NewForConfig(counting)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(cleaned).To(Equal(20))
+		res, err := migration.CleanupManagedFieldsWithin(ctx, counted, f.v2, []string{"v2"},
+			migration.CleanupOptions{Config: cfg, Previous: run.Space})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Cleaned).To(Equal(20))
+		Expect(res.Charged[migration.WriterCleanup].Writes).To(Equal(patches.Load()), "every PATCH of the cleanup charged to the budget")
+		Expect(res.SpaceBudget).To(BeNumerically(">", 0), "%s", res.SpaceBudgetReason)
+		Expect(res.Space.Peak).To(BeNumerically(">=", run.Space.Peak), "the ledger carried from the run")
 		list, err := dyn.Resource(f.v2).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		for _, item := range list.Items {

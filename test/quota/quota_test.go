@@ -85,6 +85,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 	})
 
 	var big *population
+	var bigRun firstRun
 	It("migrates 16 KB objects filling 55% of the quota completely, told the quota: no alarm, the database under 90% of the quota", func(ctx SpecContext) {
 		big = newPopulation(ctx, "big", 16000)
 		big.growTo(ctx, quota*55/100, 250)
@@ -94,7 +95,8 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 
 		// A quota below etcd's default must be told (the budget assumes
 		// 2 GiB otherwise), as the README says where the install is.
-		res, peak, _, err := migrate(ctx, big, big.v2, migration.Options{EtcdQuota: quota})
+		res, peak, took, err := migrate(ctx, big, big.v2, migration.Options{EtcdQuota: quota})
+		bigRun = firstRun{before: before, took: took, waits: res.CompactionWaits, space: res.Space}
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Complete).To(BeTrue())
 		Expect(res.Failed).To(BeZero())
@@ -111,6 +113,52 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		Expect(res.SpaceBudgetReason).To(ContainSubstring("of its 192Mi quota"), "the budget is the told quota's")
 		Expect(big.storedAs(ctx)).To(Equal(map[string]int{big.group + "/v2": big.n}), "every object is stored as v2")
 	}, SpecTimeout(10*time.Minute))
+
+	It("resumes a run SIGKILLed halfway near the ceiling at the first run's pace, after that run grew etcd's file", func(ctx SpecContext) {
+		Expect(big).NotTo(BeNil(), "runs after the 16 KB migration, which grew etcd's file to about the ceiling")
+		first := bigRun
+		fileBefore, _ := etcdState(ctx)
+		big.switchStorage(ctx, "v1")
+
+		By("a run stopped at half its pass, as a SIGKILL stops it between two saves")
+		stopped, stop := context.WithCancel(ctx)
+		var saved migration.Progress
+		// It follows the first run, as a door carries the ledger in the
+		// policy's status (status.migration.space) to the next run.
+		opts := migration.Options{EtcdQuota: quota, Previous: first.space, OnProgress: func(p migration.Progress) {
+			saved = p // what a door saves after every page
+			if p.Rewritten >= int64(big.n/2) {
+				stop()
+			}
+		}}
+		opts.Resource, opts.Config = big.v1, env.Config
+		start := time.Now()
+		half, err := migration.Run(stopped, env.Dynamic, opts)
+		stop()
+		Expect(err).To(Or(BeNil(), MatchError(context.Canceled)))
+		Expect(half.Complete).To(BeFalse())
+		Expect(half.SpaceBudget).To(BeNumerically(">", quota/64), "the run that follows the first one is not at the floor: %s", half.SpaceBudgetReason)
+		Expect(saved.Space.Peak).To(BeNumerically(">", 0), "the progress saved carries the run's space ledger")
+
+		By("the run resumed from what was saved")
+		res, peak, _, err := migrate(ctx, big, big.v1, migration.Options{EtcdQuota: quota, Resume: saved})
+		took := time.Since(start)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Complete).To(BeTrue())
+		_, alarms := etcdState(ctx)
+		Expect(alarms).To(BeEmpty(), "no NOSPACE alarm")
+		Expect(peak).To(BeNumerically("<=", quota*90/100), "the database peaked at %s of the %s quota", mib(peak), mib(quota))
+		Expect(res.SpaceBudgetReason).To(ContainSubstring("pages the runs before this one freed"), "the budget says what it is based on")
+		waits := res.CompactionWaits // the resumed run's count goes on from the saved progress's
+		GinkgoWriter.Printf("the first run (etcd's file %s before it): %s, %d compactions waited for; stopped at half and resumed (the file %s at the start): %s, %d waits (%.2fx the first run's time; not a figure on a loaded machine)\n",
+			mib(first.before), first.took.Round(time.Second), first.waits, mib(fileBefore), took.Round(time.Second), waits, took.Seconds()/first.took.Seconds())
+		AddReportEntry("resumed near the ceiling", map[string]any{"first": first.took.String(), "stopped and resumed": took.String(),
+			"ratio": took.Seconds() / first.took.Seconds(), "first waits": first.waits, "resumed waits": waits})
+		// The pace, by the compactions waited for (times depend on the
+		// machine): without the ledger the resumed half ran at the floor,
+		// 3 MiB per compaction, about four times the first run's waits.
+		Expect(waits).To(BeNumerically("<=", first.waits*3/2+1), "the resumed run kept the first one's pace")
+	}, SpecTimeout(15*time.Minute))
 
 	It("stops at once at etcd's NOSPACE, with what to do, and loses nothing", func(ctx SpecContext) {
 		// A population the budget cannot save: it fills etcd to 93% of its
@@ -145,6 +193,14 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		}
 	}, SpecTimeout(5*time.Minute))
 })
+
+// firstRun is what the 16 KB migration measured, for the resumed run's.
+type firstRun struct {
+	before int64 // etcd's database when it started
+	took   time.Duration
+	waits  int
+	space  migration.SpaceLedger // what its writes left, for the run that follows
+}
 
 // restore does what the error says: compact, defragment, disarm.
 func restore(ctx context.Context) {

@@ -39,7 +39,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -52,9 +51,11 @@ import (
 // told to the policy (and the embedder), an API server that compacts every
 // 10 s, pizzas padded so that one pass over them adds more than etcd has
 // left near its quota, and in every run the etcd-near-quota fault: ballast
-// that leaves etcd 24-26 MiB under its quota while the main pass writes.
-// The engine's space budget is then what keeps etcd under its quota
-// (invariant 7).
+// that leaves etcd 24-26 MiB under its quota while the main pass writes,
+// with the seed's other faults and a SIGKILL in the main pass. The
+// engine's space budget, over every writer of the graduation (the
+// retirement's managedFields cleanup too), is then what keeps etcd under
+// its quota (invariant 7).
 const (
 	rigQuota = "quota"
 	// etcdQuota is etcd's --quota-backend-bytes.
@@ -196,19 +197,6 @@ func quotaSetting() *resource.Quantity {
 		return nil
 	}
 	return resource.NewQuantity(toldQuota(), resource.BinarySI)
-}
-
-// cleanupSetting is the policy's spec.cleanupManagedFields: off in the
-// rig. The retirement's cleanup rewrites every pizza with no space budget
-// (migration.CleanupManagedFields), and in the rig, where the pizzas are
-// 45% of the quota, it alone took etcd to 63.4 MiB of 64 once the ballast
-// was gone (seed 13): invariant 7 would then judge the cleanup, not the
-// budget it is here to check (docs/reliability.md).
-func cleanupSetting() *bool {
-	if rig != rigQuota {
-		return nil
-	}
-	return ptr.To(false)
 }
 
 // ---------------------------------------------------------------------------

@@ -222,9 +222,8 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	By("invariant 5: no write storm")
 	// The retirement's managedFields cleanup is a pass of its own over the
 	// objects created at v1alpha1 (each at most once): it is counted apart.
-	if embedded || cleanupSetting() != nil {
-		// crdmigrate retires nothing, and the quota rig turns the cleanup
-		// off: no cleanup.
+	if embedded {
+		// crdmigrate retires nothing: no cleanup.
 		res.writes = managerWrites(auditOffset, start, time.Now())
 	} else {
 		cleanupAt := stages.cleanupStarted()
@@ -429,7 +428,6 @@ func createPolicy(ctx context.Context, s robustness.Schedule) {
 				SettleDelay: &metav1.Duration{Duration: s.SettleDelay},
 				EtcdQuota:   quotaSetting(),
 			},
-			CleanupManagedFields: cleanupSetting(),
 		},
 	}
 	Expect(k8sClient.Create(ctx, p)).To(Succeed())

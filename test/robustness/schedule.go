@@ -310,7 +310,7 @@ type Schedule struct {
 	ClientEvery time.Duration
 	Faults      []Fault
 	// Paced is how long the run may wait for etcd's compactions beyond
-	// its work (WithNearQuota: a budget at its floor paces the pass).
+	// its work (WithNearQuota: etcd's space budget paces the pass).
 	Paced time.Duration
 }
 
@@ -611,10 +611,8 @@ func StormBound(objects, touched, setBacks int) int {
 
 // NearQuotaEnds are the stages etcd-near-quota is removed at: after the
 // main pass, so that the whole pass writes under it, and as late as the
-// retirement, which the quota rig runs without its managedFields cleanup
-// (that rewrites every object with no space budget,
-// migration.CleanupManagedFields, and would fill etcd whatever the budget
-// does): deprecating and unserving write the CRD alone.
+// retirement, whose managedFields cleanup rewrites every object under the
+// same space budget as the migration.
 var NearQuotaEnds = []Stage{StageSweep, StagePrune, StageRetire}
 
 // NearQuotaHeadroom is the range of the headroom etcd-near-quota leaves
@@ -627,29 +625,45 @@ var NearQuotaEnds = []Stage{StageSweep, StagePrune, StageRetire}
 // left, a pass without a budget took etcd to 63.2 MiB of 64 (seed 13).
 var NearQuotaHeadroom = [2]int64{24 << 20, 26 << 20}
 
-// WithNearQuota makes the schedule the quota rig's: etcd-near-quota
-// alone, with the seed's pace (page size, writers, QPS, settle delay,
-// grace period, client). Alone, because every other fault of the menu can
-// end the run and start another, and a run that starts near the quota
-// reads a database its predecessor grew to the engine's ceiling (etcd's
-// size does not shrink without a defragmentation): its budget is then the
-// floor, 1/64 of the quota, and a pass over the rig's pizzas waits for 36
-// compactions. The other faults meet every stage in the default rig. Its
-// headroom and end are drawn from the seed on a stream of their own.
-// paced is how long the run may wait for compactions (PacedPass).
+// WithNearQuota makes the schedule the quota rig's: etcd-near-quota with
+// the seed's other faults (but kill-embedder: the rig graduates through
+// the operator) and the seed's pace (page size, writers, QPS, settle
+// delay, grace period, client), and a SIGKILL of the manager in the main
+// pass when the seed drew none: every run of the rig resumes near the
+// ceiling, where a run that follows another must keep its pace (the
+// engine's SpaceLedger). Its headroom, end and kill are drawn from the
+// seed on a stream of their own. paced is how long a pass may wait for
+// compactions (PacedPass); the run may take twice that, as a fault that
+// starts the graduation over (the storage set back) asks for a second
+// pass.
 func WithNearQuota(s Schedule, paced time.Duration) Schedule {
 	r := rand.New(rand.NewPCG(s.Seed, 0x71b07a))
 	const step = 256 << 10
 	f := Fault{Kind: NearQuota, Stage: StagePreflight, Until: pick(r, NearQuotaEnds),
 		Headroom: NearQuotaHeadroom[0] + r.Int64N((NearQuotaHeadroom[1]-NearQuotaHeadroom[0])/step+1)*step}
-	s.Faults = []Fault{f}
+	faults := []Fault{f}
+	for _, drawn := range s.Faults {
+		if drawn.Kind != KillEmbedder {
+			faults = append(faults, drawn)
+		}
+	}
+	if !slices.ContainsFunc(faults, resumesInPass) {
+		faults = append(faults, drawFault(r, s.Size, s.SettleDelay, Aim{KillManager, StageMainPass}))
+	}
+	s.Faults = faults
 	s.Door = DoorOperator
-	s.Paced = paced
+	s.Paced = 2 * paced
 	// The client's updates rewrite whole (padded) objects outside the
 	// budget: at one request every NearQuotaClientEvery or slower they stay
 	// well under the headroom.
 	s.ClientEvery = max(s.ClientEvery, NearQuotaClientEvery)
 	return s
+}
+
+// resumesInPass tells a fault that stops the manager in the main pass: the
+// run resumes where it stopped.
+func resumesInPass(f Fault) bool {
+	return f.Stage == StageMainPass && (f.Kind == KillManager || f.Kind == LeaderMove)
 }
 
 // NearQuotaClientEvery is the concurrent client's fastest pace in a run

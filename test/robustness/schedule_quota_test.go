@@ -25,7 +25,7 @@ import (
 
 func TestWithNearQuotaKeepsTheSeedsPace(t *testing.T) {
 	size := Size{Name: "small", Objects: 120, MaxFaults: 2}
-	ends, headrooms := map[Stage]bool{}, map[int64]bool{}
+	ends, headrooms, combined := map[Stage]bool{}, map[int64]bool{}, 0
 	for seed := uint64(1); seed <= 200; seed++ {
 		drawn := Draw(seed, size)
 		s := WithNearQuota(drawn, time.Minute)
@@ -42,12 +42,26 @@ func TestWithNearQuotaKeepsTheSeedsPace(t *testing.T) {
 		if !reflect.DeepEqual(pace(s), pace(drawn)) {
 			t.Fatalf("seed %d: the pace changed:\n%s\n%s", seed, drawn, s)
 		}
-		if len(s.Faults) != 1 || s.Door != DoorOperator {
-			t.Fatalf("seed %d: %s, want etcd-near-quota alone, through the operator", seed, s)
+		if s.Door != DoorOperator {
+			t.Fatalf("seed %d: %s, want it through the operator", seed, s)
 		}
 		f := s.Faults[0]
 		if f.Kind != NearQuota || f.Stage != StagePreflight {
 			t.Fatalf("seed %d: first fault %s, want etcd-near-quota before the run", seed, f)
+		}
+		for _, d := range drawn.Faults {
+			if d.Kind != KillEmbedder && !slices.Contains(s.Faults, d) {
+				t.Errorf("seed %d: the drawn fault %s is gone: near-quota comes with the seed's other faults", seed, d)
+			}
+		}
+		if slices.ContainsFunc(s.Faults, func(d Fault) bool { return d.Kind == KillEmbedder }) {
+			t.Errorf("seed %d: kill-embedder in an operator run", seed)
+		}
+		if !slices.ContainsFunc(s.Faults, resumesInPass) {
+			t.Errorf("seed %d: %s, want a run resumed in the main pass near the ceiling", seed, s)
+		}
+		if len(s.Faults) > 1 {
+			combined++
 		}
 		if !slices.Contains(NearQuotaEnds, f.Until) {
 			t.Errorf("seed %d: removed at %s, want one of %v", seed, f.Until, NearQuotaEnds)
@@ -55,10 +69,13 @@ func TestWithNearQuotaKeepsTheSeedsPace(t *testing.T) {
 		if f.Headroom < NearQuotaHeadroom[0] || f.Headroom > NearQuotaHeadroom[1] {
 			t.Errorf("seed %d: headroom %d outside %v", seed, f.Headroom, NearQuotaHeadroom)
 		}
-		if got, want := s.WorkBound()-drawn.WorkBound(), time.Minute; got != want {
-			t.Errorf("seed %d: the work bound grew by %s, want the pacing %s", seed, got, want)
+		if got, want := s.WorkBound()-drawn.WorkBound(), 2*time.Minute; got != want {
+			t.Errorf("seed %d: the work bound grew by %s, want twice the pacing %s", seed, got, want)
 		}
 		ends[f.Until], headrooms[f.Headroom] = true, true
+	}
+	if combined != 200 {
+		t.Errorf("%d of 200 seeds drew etcd-near-quota with other faults, want all", combined)
 	}
 	if len(ends) != len(NearQuotaEnds) || len(headrooms) < 5 {
 		t.Errorf("200 seeds drew the ends %v and %d headrooms", ends, len(headrooms))

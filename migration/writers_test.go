@@ -1,0 +1,290 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package migration
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+var _ = Describe("every writer of a graduation within the etcd space budget", func() {
+	It("names each pass's writes as one of Writers", func() {
+		for _, kind := range []passKind{mainPass, catchUpPass} {
+			Expect(Writers).To(ContainElement(kind.writer()))
+		}
+		Expect(mainPass.writer()).NotTo(Equal(catchUpPass.writer()))
+	})
+
+	It("charges every write the API server took, of the run and of the managedFields cleanup", func(ctx SpecContext) {
+		names := make([]string, 40)
+		for i := range names {
+			names[i] = fmt.Sprintf("w-%02d", i)
+		}
+		c := newFakeClient(names...)
+		var mu sync.Mutex
+		patches := 0 // the writes the fake API server took
+		c.PrependReactor("patch", "widgets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			patches++
+			mu.Unlock()
+			return false, nil, nil
+		})
+		const budget = 64 << 20 // on, and never waited for
+		res, err := Run(ctx, c, Options{Resource: fakeWidgets, Concurrency: 4, SpaceBudget: budget})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Complete).To(BeTrue())
+		cleaned, err := CleanupManagedFieldsWithin(ctx, c, fakeWidgets, []string{"v2"}, CleanupOptions{SpaceBudget: budget, Previous: res.Space})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cleaned.Cleaned).To(Equal(len(names)))
+
+		charged := map[Writer]Charge{}
+		for _, charges := range []map[Writer]Charge{res.Charged, cleaned.Charged} {
+			for w, ch := range charges {
+				Expect(Writers).To(ContainElement(w), "a writer not named in Writers")
+				charged[w] = Charge{Writes: charged[w].Writes + ch.Writes, Bytes: charged[w].Bytes + ch.Bytes}
+			}
+		}
+		var writes int64
+		for _, ch := range charged {
+			writes += ch.Writes
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(writes).To(Equal(int64(patches)), "every write charged once: %v", charged)
+		Expect(charged[WriterPass].Writes).To(Equal(res.Rewritten))
+		Expect(charged[WriterCleanup].Writes).To(Equal(int64(cleaned.Cleaned)), "the cleanup's patches are charged")
+		Expect(charged[WriterCleanup].Bytes).To(BeNumerically(">=", int64(cleaned.Cleaned)*WriteCost(100)))
+	})
+
+	It("has the cleanup wait for a compaction when its budget is spent", func(ctx SpecContext) {
+		c := newFakeClient("w-0", "w-1", "w-2")
+		var waits []string
+		waiting, stop := context.WithCancel(ctx)
+		defer stop()
+		_, err := CleanupManagedFieldsWithin(waiting, c, fakeWidgets, []string{"v2"}, CleanupOptions{
+			SpaceBudget: 1, // one patch at a time
+			Previous:    SpaceLedger{InUse: 1, Peak: 1, Outstanding: 1, Revision: 7},
+			OnCompactionWait: func(why string) {
+				waits = append(waits, why)
+				stop()
+			},
+		})
+		// The fake API server never answers 410 Gone: the inherited write at
+		// revision 7 is never compacted, so the first patch waits until the
+		// context ends.
+		Expect(err).To(HaveOccurred())
+		Expect(waits).NotTo(BeEmpty())
+		Expect(waits[0]).To(ContainSubstring("past resourceVersion 7"))
+		Expect(waits[0]).To(ContainSubstring("managedFields cleanup"))
+	})
+})
+
+// etcdModel is etcd's database as the budget sees it: the bytes in use
+// (live objects, and revisions not compacted yet) and its file, which
+// grows when they pass it and shrinks only at a defragmentation.
+type etcdModel struct {
+	live, uncompacted, file int64
+	// garbage is what others write in each compaction window.
+	garbage int64
+}
+
+func (e *etcdModel) write(n int64) {
+	e.uncompacted += n
+	e.file = max(e.file, e.live+e.uncompacted)
+}
+
+func (e *etcdModel) compact() { e.uncompacted = 0 }
+
+// others adds others' live data.
+func (e *etcdModel) others(n int64) {
+	e.live += n
+	e.file = max(e.file, e.live+e.uncompacted)
+}
+
+// graduate runs objects rewrites of cost bytes each through a budget the
+// rule sets from the file and prev, a compaction every window, killed
+// after killAfter writes (0: not killed). It returns the run's ledger, the
+// compaction windows it took, and its budget.
+func (e *etcdModel) graduate(quota int64, prev SpaceLedger, objects, cost int64, killAfter int64) (SpaceLedger, int, int64) {
+	budget, _ := SpaceBudgetFor(EtcdSpace{DatabaseSize: e.file, Quota: quota, Previous: prev})
+	s := &spaceBudget{budget: budget, sampleBytes: cost*4/5 - 512, samples: 1}
+	s.ledger.InUse = prev.inUse(e.file)
+	s.inherit(prev)
+	s.watch = newFileWatch(e.file, s.ledger.InUse, budget, quota)
+	s.fileSize = func(context.Context) (int64, error) { return e.file, nil }
+	windows, rev := 0, uint64(100)
+	for written := int64(0); written < objects; {
+		// The file read once per compaction window (fileCheckEvery 0).
+		s.checkFile(context.Background())
+		e.write(e.garbage) // others' writes of the window, freed with the run's
+		for written < objects {
+			if killAfter > 0 && written == killAfter {
+				return s.Ledger(), windows, budget
+			}
+			chunk, ok := s.tryReserve(WriterPass)
+			if !ok {
+				break
+			}
+			e.write(s.cost())
+			rev++
+			s.done(chunk, fmt.Sprint(rev))
+			written++
+		}
+		// A compaction: every chunk is freed.
+		e.compact()
+		s.mu.Lock()
+		for len(s.chunks) > 0 {
+			s.pop()
+		}
+		s.mu.Unlock()
+		windows++
+	}
+	return s.Ledger(), windows, s.currentBudget()
+}
+
+var _ = Describe("a run that follows another (SpaceLedger)", func() {
+	const quota = 64 * mib
+	ceiling := quota * 3 / 4
+
+	DescribeTable("SpaceBudgetFor after other runs",
+		func(space EtcdSpace, want int64, reason string) {
+			got, why := SpaceBudgetFor(space)
+			Expect(got).To(Equal(want), "budget %s", bytesText(got))
+			Expect(why).To(ContainSubstring(reason))
+		},
+		Entry("a resume after a run grew the file to the ceiling: the first run's budget",
+			EtcdSpace{DatabaseSize: 48 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 8*mib, "its file is 48Mi: 8Mi of it is pages the runs before this one freed"),
+		Entry("no ledger: the file alone, the floor",
+			EtcdSpace{DatabaseSize: 48 * mib, Quota: quota}, quota/64, "at least 1/64"),
+		Entry("others grew the database past the runs' peak: their growth counts",
+			EtcdSpace{DatabaseSize: 52 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 4*mib, "44Mi of its 64Mi quota"),
+		Entry("a run killed early grew the file less: only its peak is credited",
+			EtcdSpace{DatabaseSize: 42 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 8*mib, "40Mi of its 64Mi quota"),
+		Entry("a defragmented database: the file, smaller than what the runs counted",
+			EtcdSpace{DatabaseSize: 30 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 18*mib, "30Mi of its 64Mi quota"),
+		Entry("the quota not told: the in-use part against the assumed default",
+			EtcdSpace{DatabaseSize: 1600 * mib, Previous: SpaceLedger{InUse: 1100 * mib, Peak: 436 * mib}}, 1536*mib-1164*mib, "default 2Gi is assumed"),
+	)
+
+	It("keeps the pace of the first run for a resume and a fleet of CRDs in a row, and stays under the ceiling", func() {
+		DeferCleanup(func(every time.Duration) { fileCheckEvery = every }, fileCheckEvery)
+		fileCheckEvery = 0
+		e := &etcdModel{live: 40 * mib, file: 40 * mib}
+		cost := WriteCost(240 << 10)
+		const objects = 120
+
+		first, firstWindows, firstBudget := e.graduate(quota, SpaceLedger{}, objects, cost, 0)
+		Expect(e.file).To(BeNumerically("<=", ceiling))
+		Expect(e.file).To(BeNumerically(">", 40*mib+firstBudget/2), "the first run grew the file")
+
+		By("a run killed at half its pass and resumed")
+		killed, _, _ := e.graduate(quota, first, objects, cost, objects/2)
+		resumed, resumedWindows, resumedBudget := e.graduate(quota, killed, objects/2, cost, 0)
+		Expect(resumedBudget).To(Equal(firstBudget))
+		Expect(resumedWindows).To(BeNumerically("<=", firstWindows/2+1))
+		Expect(e.file).To(BeNumerically("<=", ceiling))
+
+		By("the next CRDs of a fleet")
+		prev := resumed
+		for i := range 5 {
+			var windows int
+			var budget int64
+			prev, windows, budget = e.graduate(quota, prev, objects, cost, 0)
+			Expect(budget).To(Equal(firstBudget), "CRD %d", i+2)
+			Expect(windows).To(BeNumerically("<=", firstWindows), "CRD %d", i+2)
+			Expect(e.file).To(BeNumerically("<=", ceiling), "CRD %d", i+2)
+		}
+
+		By("others adding data between two CRDs, into the pages the runs freed: the file's growth while the run writes gives it away")
+		e.others(10 * mib)
+		_, _, budget := e.graduate(quota, prev, objects, cost, 0)
+		Expect(budget).To(Equal(quota/64), "back to the file's budget")
+		// What others put in the freed pages is what the credit missed: the
+		// file passes the ceiling by that much at most (here 8 of their 10
+		// MiB went into freed pages, and the run's budget came on top),
+		// then the budget is the floor.
+		Expect(e.file).To(BeNumerically("<=", ceiling+10*mib), "past the ceiling by the others' data at most")
+	})
+
+	It("probes for free pages when others' writes grew the file past what the runs before counted", func() {
+		DeferCleanup(func(every time.Duration) { fileCheckEvery = every }, fileCheckEvery)
+		fileCheckEvery = 0
+		// The quota rig's case: a concurrent client rewrites padded
+		// objects during the first run, and its revisions grow the file as
+		// the run's do.
+		e := &etcdModel{live: 40 * mib, file: 40 * mib, garbage: 8 * mib}
+		cost := WriteCost(240 << 10)
+		const objects = 120
+		first, firstWindows, firstBudget := e.graduate(quota, SpaceLedger{}, objects, cost, 0)
+		Expect(e.file).To(BeNumerically(">", ceiling+firstBudget/2), "the client's writes grew the file past the ceiling")
+
+		before := e.file
+		resumed, resumedWindows, resumedBudget := e.graduate(quota, first, objects, cost, 0)
+		Expect(resumedBudget).To(Equal(quota/probeCapDivisor), "probed up to 1/16 of the quota")
+		Expect(e.file).To(Equal(before), "the probe's writes landed in free pages: the file did not grow")
+		GinkgoWriter.Printf("first run: budget %s, %d windows; the next: %d windows (at the floor throughout: %d)\n",
+			bytesText(firstBudget), firstWindows, resumedWindows, (objects*cost+quota/64-1)/(quota/64))
+		Expect(resumedWindows).To(BeNumerically("<", (objects*cost)/(quota/64)/2), "less than half the windows of the floor")
+		_ = resumed
+	})
+
+	DescribeTable("judgeFile: the budget after a read of etcd's file",
+		func(w fileWatch, budget, file, want int64, reason string) {
+			next, got, why := judgeFile(w, budget, file)
+			Expect(got).To(Equal(want), "budget %s", bytesText(got))
+			Expect(why).To(ContainSubstring(reason))
+			Expect(next.used).To(BeZero(), "a new window")
+		},
+		Entry("credited, the file did not grow: unchanged",
+			fileWatch{allowed: 48 * mib, lastFile: 48 * mib, used: 8 * mib, quota: quota, credited: true}, 8*mib, 48*mib, 8*mib, ""),
+		Entry("credited, grown within a quarter of the budget (scattered pages): unchanged",
+			fileWatch{allowed: 48 * mib, lastFile: 48 * mib, quota: quota, credited: true}, 8*mib, 50*mib, 8*mib, ""),
+		Entry("credited, grown past it: others took the freed pages, the file's budget",
+			fileWatch{allowed: 48 * mib, lastFile: 48 * mib, quota: quota, credited: true}, 8*mib, 51*mib, quota/64, "they were not all free"),
+		Entry("probing, the file did not grow while the run held its budget: doubled",
+			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: mib, quota: quota, probing: true}, mib, 48*mib, 2*mib, "the budget doubles"),
+		Entry("probing, to 1/16 of the quota at most",
+			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: 3 * mib, quota: quota, probing: true}, 3*mib, 48*mib, 4*mib, "at most 1/16"),
+		Entry("probing, the run held less than 3/4 of its budget: no evidence, unchanged",
+			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: mib / 2, quota: quota, probing: true}, mib, 48*mib, mib, ""),
+		Entry("probing, the file grew a little: unchanged",
+			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: mib, quota: quota, probing: true}, mib, 48*mib+mib/8, mib, ""),
+		Entry("probing, the file grew past what it may reach: back to the floor",
+			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: 4 * mib, quota: quota, probing: true}, 4*mib, 51*mib, quota/64, "they were not all free"),
+		Entry("not credited nor probing: never raised",
+			fileWatch{allowed: 48 * mib, lastFile: 40 * mib, used: 8 * mib, quota: quota}, 8*mib, 40*mib, 8*mib, ""),
+	)
+
+	It("charges a killed run's writes not compacted yet to the run that resumes it", func() {
+		s := &spaceBudget{budget: 8 * mib}
+		s.inherit(SpaceLedger{InUse: 40 * mib, Peak: 6 * mib, Outstanding: 6 * mib, Revision: 900})
+		Expect(s.outstanding).To(Equal(6 * mib))
+		l := s.Ledger()
+		Expect(l.Revision).To(Equal(uint64(900)))
+		Expect(l.Outstanding).To(Equal(6 * mib))
+		Expect(slices.ContainsFunc(s.chunks, func(c *spaceChunk) bool { return c.revision == 900 && c.pending == 0 })).To(BeTrue(),
+			"freed once etcd compacted past the killed run's last write")
+	})
+})
