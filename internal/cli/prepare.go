@@ -113,12 +113,7 @@ must act there), 2 on bad input or when a cluster could not be read or was not f
 		Example: `  graduator prepare --against release/crds/ --all-contexts --dry-run
   helm template my-app chart/ | graduator prepare --against - --context prod-eu,prod-us
   graduator prepare --against crds.yaml --all-contexts --parallel 5 -o json`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return badInput(fmt.Errorf("graduator prepare takes no arguments, got %q", args))
-			}
-			return nil
-		},
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(cmd.Context()); err != nil {
 				return badInput(err)

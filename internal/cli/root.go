@@ -159,6 +159,15 @@ func badInput(err error) error {
 	return &exitError{code: ExitBadInput, err: err}
 }
 
+// noArgs refuses positional arguments as bad input (exit 2), where
+// cobra.NoArgs would exit 1, the code of a finding.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return badInput(fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args))
+	}
+	return nil
+}
+
 // ExitCode is the exit code of an error NewRootCommand returned.
 func ExitCode(err error) int {
 	var exit *exitError

@@ -108,12 +108,7 @@ upgrade; info (what the scan could not check, a vendor's deprecated version) nev
 		Example: `  graduator scan --all-contexts
   graduator scan --context prod-eu,prod-us --fail-on error -o json
   helm template my-release chart/ | graduator scan --all-contexts --against -`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return badInput(fmt.Errorf("graduator scan takes no arguments, got %q", args))
-			}
-			return nil
-		},
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(cmd.Context()); err != nil {
 				return badInput(err)
