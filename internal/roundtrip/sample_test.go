@@ -137,7 +137,7 @@ func TestSampleBounded(t *testing.T) {
 // costs with RoundTripProof: Every, before the round trips), beside
 // "classes", the default sample.
 func BenchmarkSample(b *testing.B) {
-	for _, n := range []int{6000, 100000} {
+	for _, n := range []int{6000, 100000, 1000000} {
 		population := make([]*unstructured.Unstructured, n)
 		tiers := []string{"gold", "silver", "bronze"}
 		for i := range population {
