@@ -261,8 +261,9 @@ func (ps *passState) finish(pr *pageRun, outcome fate, err error, obj objectRef)
 // acknowledged writes: an object already stored in the new version keeps
 // its resourceVersion through a no-op write (the API server writes nothing
 // when the bytes are the same), so without that a retried run would write
-// every object created since the switch again (the robustness suite's
-// seed 17 of 2026-11-27). The sweep only looks at objects written during
+// every object created since the switch again, and a run retried after
+// each of several denials would multiply its writes. The sweep only looks
+// at objects written during
 // the main pass by someone other than this run.
 func (r *runner) needsWrite(kind passKind, obj objectRef, p Progress) (string, bool) {
 	checkpoint := p.Checkpoint
