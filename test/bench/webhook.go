@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -115,7 +117,7 @@ func (b *bench) webhookRun(ctx context.Context, webhook *pizzaenv.Webhook, ct we
 	if err != nil {
 		return 0, 0, err
 	}
-	before, err := envtestutil.ConversionReviews(ctx, b.cfg, pizzaenv.CRDName)
+	before, err := envtestutil.ConversionReviewsByDirection(ctx, b.cfg, pizzaenv.CRDName)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -124,11 +126,21 @@ func (b *bench) webhookRun(ctx context.Context, webhook *pizzaenv.Webhook, ct we
 		return 0, 0, err
 	}
 	took := time.Since(start)
-	after, err := envtestutil.ConversionReviews(ctx, b.cfg, pizzaenv.CRDName)
+	after, err := envtestutil.ConversionReviewsByDirection(ctx, b.cfg, pizzaenv.CRDName)
 	if err != nil {
 		return 0, 0, err
 	}
-	return took, after - before, b.dropPizzas(ctx)
+	var reviews float64
+	directions := make([]string, 0, len(after))
+	for direction, count := range after {
+		if d := count - before[direction]; d > 0 {
+			reviews += d
+			directions = append(directions, fmt.Sprintf("%s %.2f", direction, d/float64(b.opts.n)))
+		}
+	}
+	slices.Sort(directions)
+	fmt.Printf("  ConversionReviews per object by direction: %s\n", strings.Join(directions, ", "))
+	return took, reviews, b.dropPizzas(ctx)
 }
 
 // webhookPolite is the politeness rule beside a webhook-bound migration:
@@ -243,7 +255,10 @@ func (b *bench) pizzas(ctx context.Context, webhook *pizzaenv.Webhook) (schema.G
 	if err := envtestutil.SetStorageVersion(ctx, b.c, pizzaenv.CRDName, "v1beta1"); err != nil {
 		return stored, err
 	}
-	return stored, b.settled(ctx, stored, "restaurant.example.com/v1beta1")
+	if err := b.settled(ctx, stored, "restaurant.example.com/v1beta1"); err != nil {
+		return stored, err
+	}
+	return stored, envtestutil.WaitConversionsQuiet(ctx, b.cfg, pizzaenv.CRDName)
 }
 
 // settled waits until a probe Pizza written at gvr is stored as

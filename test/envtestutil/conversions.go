@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -32,26 +33,72 @@ import (
 // count (apiserver_crd_conversion_webhook_duration_seconds, one
 // observation per request to the webhook, whatever its outcome).
 func ConversionReviews(ctx context.Context, cfg *rest.Config, crd string) (float64, error) {
+	byDirection, err := ConversionReviewsByDirection(ctx, cfg, crd)
+	var n float64
+	for _, count := range byDirection {
+		n += count
+	}
+	return n, err
+}
+
+// ConversionReviewsByDirection is ConversionReviews split by the versions
+// converted, keyed "from->to".
+func ConversionReviewsByDirection(ctx context.Context, cfg *rest.Config, crd string) (map[string]float64, error) {
 	c, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	body, err := c.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("read the API server's metrics: %w", err)
+		return nil, fmt.Errorf("read the API server's metrics: %w", err)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
 	if err != nil {
-		return 0, fmt.Errorf("parse the API server's metrics: %w", err)
+		return nil, fmt.Errorf("parse the API server's metrics: %w", err)
 	}
-	var n float64
+	byDirection := map[string]float64{}
 	for _, m := range families["apiserver_crd_conversion_webhook_duration_seconds"].GetMetric() {
+		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "crd_name" && l.GetValue() == crd {
-				n += float64(m.GetHistogram().GetSampleCount())
-			}
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["crd_name"] == crd {
+			byDirection[labels["from_version"]+"->"+labels["to_version"]] += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
-	return n, nil
+	return byDirection, nil
+}
+
+// WaitConversionsQuiet waits until the API server has sent the conversion
+// webhook of the CRD named crd no ConversionReview for two seconds. After a
+// storage version switch the API server rebuilds the CRD's watch caches in
+// the background and converts every object once to fill them: counted in a
+// measurement's window, that work would read as the measured run's.
+func WaitConversionsQuiet(ctx context.Context, cfg *rest.Config, crd string) error {
+	last, err := ConversionReviews(ctx, cfg, crd)
+	if err != nil {
+		return err
+	}
+	for quiet, deadline := 0, time.Now().Add(time.Minute); quiet < 4; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the API server still converts %s a minute on", crd)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		now, err := ConversionReviews(ctx, cfg, crd)
+		if err != nil {
+			return err
+		}
+		if now == last {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		last = now
+	}
+	return nil
 }
