@@ -159,7 +159,7 @@ func applyDefaults(v any, s *structuralschema.Structural) {
 		return
 	}
 	fill := func(cur any, ok bool, field *structuralschema.Structural) (any, bool) {
-		if field == nil || field.Default.Object == nil || ok && (cur != nil || field.Generic.Nullable) {
+		if field == nil || field.Default.Object == nil || ok && (cur != nil || field.Nullable) {
 			return cur, false
 		}
 		return runtime.DeepCopyJSONValue(field.Default.Object), true

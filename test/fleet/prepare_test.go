@@ -533,7 +533,7 @@ func capCPU(p *plane, cores float64) {
 	write("cpu.cfs_period_us", "100000")
 	write("cpu.cfs_quota_us", strconv.Itoa(int(cores*100000)))
 	plane := p.env.Environment.ControlPlane
-	marks := []string{"--secure-port=" + plane.APIServer.SecureServing.Port, "--listen-client-urls=" + plane.Etcd.URL.String()}
+	marks := []string{"--secure-port=" + plane.APIServer.Port, "--listen-client-urls=" + plane.Etcd.URL.String()}
 	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
 	Expect(err).NotTo(HaveOccurred())
 	var moved []string
