@@ -120,8 +120,8 @@ test-faults: envtest-assets ## The fault suite at full size (about 35 min).
 	FAULTS_SIZE=full $(GO) test ./test/faults/ -count=1 -timeout 60m -v -ginkgo.v
 
 .PHONY: test-robustness
-test-robustness: envtest-assets ## Random fault schedules against the invariants (SEED, RUNS, SIZE, RIG).
-	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
+test-robustness: envtest-assets ## Random fault schedules against the invariants (SEED, RUNS, SIZE, RIG, TWIN).
+	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_TWIN=$(TWIN) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
 .PHONY: test-quota
 test-quota: envtest-assets ## The etcd space suite (about 15 min).

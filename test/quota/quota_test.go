@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/graduator/graduator/internal/errclass"
 	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/test/envtestutil"
 )
 
 // migrate runs the engine as every door does (with a rest.Config) and
@@ -83,6 +85,69 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		Expect(off.Complete).To(BeTrue())
 		AddReportEntry("300 B objects", map[string]any{"with budget": took.String(), "without": tookOff.String()})
 	})
+
+	It("graduates the second CRD of a fleet near the ceiling at the first one's pace, after the first grew etcd's file", func(ctx SpecContext) {
+		// Two CRDs of a selector policy, of as many objects each, hold
+		// about 62% of the quota between them, each pass about three
+		// budgets. The first one's run grows
+		// etcd's file to about the ceiling; the second follows it with its
+		// space ledger, as the operator's driver hands it from one CRD to
+		// the next (internal/driver's spaceHistory, one graduation at a
+		// time). Without the ledger the second run would read the grown
+		// file and start at the floor, 3 MiB per compaction.
+		// The fleet starts from a database that is its live data, whatever
+		// the specs before it left in etcd's file: the passes' size
+		// against the budget is then the same in the suite and alone.
+		restore(ctx)
+		fleet := []*population{newPopulation(ctx, "fleet1", 16000), newPopulation(ctx, "fleet2", 16000)}
+		fleet[0].growTo(ctx, quota*31/100, 250)
+		fleet[1].grow(ctx, fleet[0].n)
+		DeferCleanup(func(ctx SpecContext) {
+			// The 16 KB migration after this spec starts from a file
+			// without the fleet's pages.
+			for _, p := range fleet {
+				Expect(envtestutil.DeleteCRD(ctx, env.Client, p.crd.Name, 5*time.Minute)).To(Succeed())
+			}
+			restore(ctx)
+		})
+		before, _ := etcdState(ctx)
+		GinkgoWriter.Printf("a fleet of CRDs of %d and %d objects of 16 KB; etcd's database at %s (%.0f%% of the quota)\n",
+			fleet[0].n, fleet[1].n, mib(before), 100*float64(before)/quota)
+
+		var first firstRun
+		var prev migration.SpaceLedger // the first CRD follows no run
+		for i, p := range fleet {
+			By(fmt.Sprintf("the fleet's CRD %d of %d", i+1, len(fleet)))
+			p.switchStorage(ctx, "v2")
+			fileBefore, _ := etcdState(ctx)
+			res, peak, took, err := migrate(ctx, p, p.v2, migration.Options{EtcdQuota: quota, Previous: prev})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.Complete).To(BeTrue())
+			Expect(res.Rewritten).To(BeEquivalentTo(p.n))
+			_, alarms := etcdState(ctx)
+			Expect(alarms).To(BeEmpty(), "no NOSPACE alarm")
+			Expect(peak).To(BeNumerically("<=", quota*90/100), "the database peaked at %s of the %s quota", mib(peak), mib(quota))
+			Expect(p.storedAs(ctx)).To(Equal(map[string]int{p.group + "/v2": p.n}), "every object is stored as v2")
+			prev = res.Space
+			if i == 0 {
+				first = firstRun{before: fileBefore, took: took, waits: res.CompactionWaits, space: res.Space}
+				Expect(res.CompactionWaits).To(BeNumerically(">", 0), "the budget paced the first CRD's run")
+				continue
+			}
+			GinkgoWriter.Printf("the fleet's second CRD (etcd's file %s before it): %s, %d compactions waited for; the first (the file %s before it): %s, %d waits (%.2fx the first one's time; not a figure on a loaded machine)\n",
+				mib(fileBefore), took.Round(time.Second), res.CompactionWaits, mib(first.before), first.took.Round(time.Second), first.waits, took.Seconds()/first.took.Seconds())
+			AddReportEntry("the fleet's second CRD near the ceiling", map[string]any{"first": first.took.String(), "second": took.String(),
+				"ratio": took.Seconds() / first.took.Seconds(), "first waits": first.waits, "second waits": res.CompactionWaits})
+			Expect(res.SpaceBudget).To(BeNumerically(">", quota/64), "the second CRD is not at the floor: %s", res.SpaceBudgetReason)
+			Expect(res.SpaceBudgetReason).To(ContainSubstring("pages the runs before this one freed"), "the budget says what it is based on")
+			// The pace, by the compactions waited for (times depend on the
+			// machine), as for the resumed run. The second run also waits
+			// for the first one's last writes, charged to it until a
+			// compaction frees them (SpaceLedger.Outstanding): up to a
+			// budget more, which a pass of three budgets absorbs.
+			Expect(res.CompactionWaits).To(BeNumerically("<=", first.waits*3/2+1), "the second CRD kept the first one's pace")
+		}
+	}, SpecTimeout(20*time.Minute))
 
 	var big *population
 	var bigRun firstRun

@@ -57,8 +57,13 @@ const (
 var _ = Describe("Random fault schedules", func() {
 	for _, seed := range seeds {
 		It(fmt.Sprintf("seed %d keeps every invariant", seed), func(ctx SpecContext) {
-			runSchedule(ctx, drawFor(seed))
+			runSchedule(ctx, drawFor(seed), false)
 		}, SpecTimeout(20*time.Minute))
+		if twinRuns {
+			It(fmt.Sprintf("seed %d's twin, without the SIGKILL in the main pass, keeps every invariant", seed), func(ctx SpecContext) {
+				runSchedule(ctx, robustness.WithoutPassKill(drawFor(seed)), true)
+			}, SpecTimeout(20*time.Minute))
+		}
 	}
 
 	// Seed 9 found that a run retried after failures (an admission policy
@@ -104,16 +109,17 @@ func runPinned(ctx context.Context, seed uint64, slow bool, fault robustness.Fau
 		s.PageSize, s.Concurrency, s.QPS, s.ClientEvery = 25, 4, 20, time.Second
 	}
 	s.Faults = []robustness.Fault{fault}
-	res := runSchedule(ctx, s)
+	res := runSchedule(ctx, s, false)
 	Expect(res.met).To(HaveLen(1))
 	Expect(res.met[0].met).To(Equal(fault.Stage), "the %s met the stage it was pinned at", fault.Kind)
 }
 
 // runSchedule graduates the Pizza CRD through the schedule, checks the
-// invariants, and returns what it saw.
-func runSchedule(ctx context.Context, s robustness.Schedule) *result {
+// invariants, and returns what it saw; twin: the run is a seed's
+// uninterrupted twin (ROBUSTNESS_TWIN), recorded apart.
+func runSchedule(ctx context.Context, s robustness.Schedule, twin bool) *result {
 	seed := s.Seed
-	res := record(s)
+	res := record(s, twin)
 	AddReportEntry("schedule", s.String(), ReportEntryVisibilityAlways)
 	DeferCleanup(func() {
 		if CurrentSpecReport().Failed() {
@@ -177,6 +183,8 @@ func runSchedule(ctx context.Context, s robustness.Schedule) *result {
 	By(fmt.Sprintf("invariant 4: Ready within %s of the last fault", s.ReadyBound()))
 	readyAt := waitReady(ctx, policy, guard, s.ReadyBound())
 	res.faultToReady = readyAt.Sub(lastEnd)
+	res.toReady = readyAt.Sub(start)
+	res.migration = migrationTook(policy.status())
 	// A graduated policy that a stale plan sends back does so within a
 	// second or two; the client keeps writing meanwhile.
 	time.Sleep(3 * time.Second)
@@ -766,10 +774,16 @@ type metFault struct {
 
 type result struct {
 	schedule     robustness.Schedule
+	twin         bool
 	met          []metFault
 	faultToReady time.Duration
-	restarts     int
-	touched      int
+	// toReady is from the run's start (the manager not started yet) to
+	// Ready; migration from the migration run's start to its last object
+	// listed and rewritten (status.migration), a resumed run's downtime
+	// included: what a seed and its twin are compared by.
+	toReady, migration time.Duration
+	restarts           int
+	touched            int
 	// lagged are the pizzas a lagging API server wrote in v1alpha1.
 	lagged        map[string]bool
 	writes        int
@@ -781,10 +795,12 @@ type result struct {
 	failure       string
 }
 
-var results []*result
+// results are the runs of the seeds, twins those of their uninterrupted
+// twins.
+var results, twins []*result
 
-func record(s robustness.Schedule) *result {
-	r := &result{schedule: s, faultToReady: -1}
+func record(s robustness.Schedule, twin bool) *result {
+	r := &result{schedule: s, twin: twin, faultToReady: -1, toReady: -1, migration: -1}
 	start := time.Now()
 	DeferCleanup(func() {
 		r.duration = time.Since(start)
@@ -793,7 +809,11 @@ func record(s robustness.Schedule) *result {
 		if !r.passed {
 			r.failure = firstLine(report.FailureMessage())
 		}
-		results = append(results, r)
+		if twin {
+			twins = append(twins, r)
+		} else {
+			results = append(results, r)
+		}
 		AddReportEntry("summary", r.line(), ReportEntryVisibilityAlways)
 	})
 	return r
@@ -828,10 +848,14 @@ func (r *result) line() string {
 	if r.faultToReady >= 0 {
 		ready = r.faultToReady.Round(100 * time.Millisecond).String()
 	}
-	line := fmt.Sprintf("ROBUSTNESS seed=%d [%s] size=%s objects=%d faults=[%s] manager_restarts=%d client_touched=%d "+
-		"writes=%d/%d cleanup_writes=%d last_fault_to_ready=%s duration=%s", r.schedule.Seed, verdict, r.schedule.Size.Name,
-		r.schedule.Size.Objects, strings.Join(met, " "), r.restarts, r.touched, r.writes, r.bound, r.cleanupWrites, ready,
-		r.duration.Round(time.Second))
+	name := "seed"
+	if r.twin {
+		name = "twin"
+	}
+	line := fmt.Sprintf("ROBUSTNESS %s=%d [%s] size=%s objects=%d faults=[%s] manager_restarts=%d client_touched=%d "+
+		"writes=%d/%d cleanup_writes=%d last_fault_to_ready=%s migration=%s to_ready=%s duration=%s", name, r.schedule.Seed, verdict,
+		r.schedule.Size.Name, r.schedule.Size.Objects, strings.Join(met, " "), r.restarts, r.touched, r.writes, r.bound,
+		r.cleanupWrites, ready, durationText(r.migration), durationText(r.toReady), r.duration.Round(time.Second))
 	if r.failure != "" {
 		line += " failure=" + r.failure
 	}
@@ -857,6 +881,13 @@ func writeSummary(report Report) {
 	table := metTable()
 	fmt.Printf("\n%d of %d seeds passed (size %s, %d objects) in %s\n\n%s", passed, len(results), size.Name, size.Objects,
 		report.RunTime.Round(time.Second), table)
+	twinTable := twinsTable()
+	if twinTable != "" {
+		for _, r := range twins {
+			fmt.Println(r.line())
+		}
+		fmt.Printf("\n%s", twinTable)
+	}
 	if os.Getenv("ROBUSTNESS_RECORD") != "1" {
 		return
 	}
@@ -879,6 +910,9 @@ func writeSummary(report Report) {
 		fmt.Fprintf(&b, "| %d | %s | %s | %d | %d | %d / %d | %d | %s | %s |\n", r.schedule.Seed, passFail(r.passed),
 			strings.Join(met, ", "), r.restarts, r.touched, r.writes, r.bound, r.cleanupWrites, ready, r.duration.Round(time.Second))
 	}
+	if twinTable != "" {
+		b.WriteString("\n" + twinTable)
+	}
 	b.WriteString("\n" + tableEnd)
 	path := filepath.Join("..", "..", "docs", "reliability.md")
 	doc, err := os.ReadFile(path)
@@ -897,6 +931,63 @@ func writeSummary(report Report) {
 		return
 	}
 	fmt.Printf("table written to %s\n", path)
+}
+
+// twinsTable compares each seed with its uninterrupted twin
+// (ROBUSTNESS_TWIN): the migration run (its start to its last object
+// rewritten, the downtime of a SIGKILL included) and the whole graduation
+// (to Ready); "" without twins.
+func twinsTable() string {
+	if len(twins) == 0 {
+		return ""
+	}
+	slices.SortStableFunc(twins, func(a, b *result) int { return cmp.Compare(a.schedule.Seed, b.schedule.Seed) })
+	var b strings.Builder
+	b.WriteString("| seed | stopped in the main pass | migration run: resumed / uninterrupted | ratio | to Ready: resumed / uninterrupted | ratio | twin |\n")
+	b.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | --- |\n")
+	for _, t := range twins {
+		i := slices.IndexFunc(results, func(r *result) bool { return r.schedule.Seed == t.schedule.Seed })
+		if i < 0 {
+			continue
+		}
+		r := results[i]
+		var stopped []string
+		for _, m := range r.met {
+			if (m.kind == robustness.KillManager || m.kind == robustness.LeaderMove) && m.met == robustness.StageMainPass {
+				stopped = append(stopped, string(m.kind))
+			}
+		}
+		if len(stopped) == 0 {
+			stopped = []string{"no (the kill met another stage)"}
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s / %s | %s | %s / %s | %s | %s |\n", t.schedule.Seed, strings.Join(stopped, ", "),
+			durationText(r.migration), durationText(t.migration), ratioText(r.migration, t.migration),
+			durationText(r.toReady), durationText(t.toReady), ratioText(r.toReady, t.toReady), passFail(t.passed))
+	}
+	return b.String()
+}
+
+// migrationTook is the migration run's time in the policy's status: its
+// start to its last object listed and rewritten; -1 when unknown.
+func migrationTook(status *graduatorv1alpha1.CRDVersionPolicyStatus) time.Duration {
+	if status == nil || status.Migration == nil || status.Migration.StartedAt == nil || status.Migration.CompletedAt == nil {
+		return -1
+	}
+	return status.Migration.CompletedAt.Sub(status.Migration.StartedAt.Time)
+}
+
+func durationText(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func ratioText(a, b time.Duration) string {
+	if a < 0 || b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a.Seconds()/b.Seconds())
 }
 
 // tableMarkers enclose the table of the rig's runs in docs/reliability.md.

@@ -660,6 +660,15 @@ func WithNearQuota(s Schedule, paced time.Duration) Schedule {
 	return s
 }
 
+// WithoutPassKill is the schedule's uninterrupted twin: the same seed,
+// pace and faults but those that stop the manager in the main pass (the
+// SIGKILL WithNearQuota adds, or the seed's own kill or leader move
+// there). A twin run measures the pass a resumed run is compared with.
+func WithoutPassKill(s Schedule) Schedule {
+	s.Faults = slices.DeleteFunc(slices.Clone(s.Faults), resumesInPass)
+	return s
+}
+
 // resumesInPass tells a fault that stops the manager in the main pass: the
 // run resumes where it stopped.
 func resumesInPass(f Fault) bool {

@@ -85,6 +85,30 @@ func TestWithNearQuotaKeepsTheSeedsPace(t *testing.T) {
 	}
 }
 
+func TestWithoutPassKillIsTheSameRunUninterrupted(t *testing.T) {
+	size := Size{Name: "small", Objects: 120, MaxFaults: 2}
+	for seed := uint64(1); seed <= 50; seed++ {
+		s := WithNearQuota(Draw(seed, size), time.Minute)
+		twin := WithoutPassKill(s)
+		if slices.ContainsFunc(twin.Faults, resumesInPass) {
+			t.Errorf("seed %d: the twin %s still stops the manager in the main pass", seed, twin)
+		}
+		var kept []Fault
+		for _, f := range s.Faults {
+			if !resumesInPass(f) {
+				kept = append(kept, f)
+			}
+		}
+		if !reflect.DeepEqual(twin.Faults, kept) {
+			t.Errorf("seed %d: the twin's faults %v, want the run's but the kill in the pass %v", seed, twin.Faults, kept)
+		}
+		twin.Faults, s.Faults = nil, nil
+		if !reflect.DeepEqual(twin, s) {
+			t.Errorf("seed %d: the twin's pace differs:\n%s\n%s", seed, s, twin)
+		}
+	}
+}
+
 func TestPacedPass(t *testing.T) {
 	for _, tc := range []struct {
 		name             string

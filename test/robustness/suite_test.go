@@ -51,6 +51,10 @@ var (
 	// pinnedSpecs: the specs that pin a finding run unless seeds are
 	// replayed.
 	pinnedSpecs = os.Getenv("ROBUSTNESS_SEED") == "" && os.Getenv("ROBUSTNESS_RUNS") == ""
+	// twinRuns: each seed of the quota rig runs a second time without the
+	// SIGKILL in its main pass (robustness.WithoutPassKill), to compare a
+	// resumed run with the same run uninterrupted (ROBUSTNESS_TWIN=1).
+	twinRuns = os.Getenv("ROBUSTNESS_TWIN") == "1" && rig == rigQuota
 
 	testEnv   *envtest.Environment
 	k8sClient client.Client
