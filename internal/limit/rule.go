@@ -124,6 +124,11 @@ const (
 	// holdWindows is how many windows the limit holds after a throttle
 	// before it climbs again.
 	holdWindows = 3
+	// ceilingFor is how long a failed probe's limit bounds the climbs
+	// (State.Ceiling): three pauses' worth while others write, so that
+	// the others pay for one probe above their bearing every 30 s rather
+	// than every second.
+	ceilingFor = 3 * pauseEvery
 	// minWindowWrites, windowWritesPerWriter and minWindowTime make a
 	// window: at least 64 writes, four per writer, over at least 100 ms. The
 	// engine's rate is the mean of every write's latency (Little's law),
@@ -288,6 +293,14 @@ type State struct {
 	BestLatency time.Duration
 	// bestWriters is the engine's writes in flight then.
 	bestWriters float64
+	// Ceiling is the last limit a climb reached that the judge found
+	// harmful (a failed probe): until CeilingUntil the limit climbs no
+	// further than just under it. Each probe above where the others bear
+	// it is a spike in their latency, and a closed-loop client at a knee
+	// of the server loses most of its rate there; probing it again every
+	// few windows costs them more than the room it might find.
+	Ceiling      int
+	CeilingUntil time.Time
 }
 
 // collapsed reports whether the server's throughput fell below 1/collapse
@@ -371,11 +384,21 @@ func nextLimit(s State, w Window, priority Priority, maxLimit int) State {
 		return s // one window at a limit is the server's swing as much as the engine's
 	}
 	if v.harmed() {
+		if s.Reason == Probing {
+			// A limit just climbed to that harms the others: not a swing
+			// of the server's at a limit that held, so the climbs stop
+			// under it for a while.
+			s.Ceiling, s.CeilingUntil = s.Limit, w.End.Add(ceilingFor)
+		}
 		s.Limit = max(1, min(s.Limit-1, int(max(v.writers, s.AtLimit.Writers/2))))
 		s.Reason = v.reason
 		return s
 	}
-	return s.climbMeasured(int(v.writers+0.5), maxLimit, false)
+	upTo := int(v.writers + 0.5)
+	if s.Ceiling > 0 && w.End.Before(s.CeilingUntil) {
+		upTo = min(upTo, s.Ceiling-1)
+	}
+	return s.climbMeasured(upTo, maxLimit, false)
 }
 
 // climbMeasured is climb on measures taken after the run's setup: until a
