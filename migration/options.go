@@ -58,6 +58,10 @@ const (
 	// pagesInFlight bounds the pages listed but not yet done: memory holds
 	// at most this many pages of metadata.
 	pagesInFlight = 3
+	// pageObjectsPerWriter and minPageSize size a page by the writers the
+	// limit allows (runner.pageSize): 64 writers and more take PageSize's
+	// 500, one writer 50.
+	pageObjectsPerWriter, minPageSize = 16, 50
 )
 
 // Options configure a Run.
@@ -83,7 +87,10 @@ type Options struct {
 	// or more of their rate alone, PriorityFull takes the server's full
 	// speed.
 	Priority Priority
-	// PageSize is the LIST limit.
+	// PageSize is the LIST limit: the most objects a page holds. While the
+	// adaptive limit allows few writers, the pass lists fewer at a time
+	// (16 a writer, at least 50), so that a page's LIST is no longer a
+	// stall for the other clients than the writes it feeds.
 	PageSize int64
 	// QPS, when above 0, caps writes per second. None by default: API
 	// Priority and Fairness protects the API server, and the adaptive limit

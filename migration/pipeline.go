@@ -329,6 +329,17 @@ func (r *runner) listing(ctx context.Context, out chan<- page, more <-chan struc
 	r.list(ctx, r.snapshot().Continue, out, more)
 }
 
+// pageSize is the next page's LIST limit: PageSize, or fewer objects
+// while the limit allows few writers, pageObjectsPerWriter a writer and
+// at least minPageSize. A LIST is a stall of the API server as long as the
+// page is large, which every other client's request waits behind; beside
+// clients the limit keeps at a few writers, a page of 500 would cost them
+// more than the writes it feeds, and the writers at such a limit need no
+// more.
+func (r *runner) pageSize() int64 {
+	return min(r.opts.PageSize, max(minPageSize, int64(r.writers.Limit())*pageObjectsPerWriter))
+}
+
 // pageSource sends a pass its pages on out, which the pass reads one at a
 // time, and closes it at the end. A source that reads its pages from the
 // API server lists the next one only once the pass asks for it on more: a
@@ -358,7 +369,7 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 			return p, err
 		},
 		Continue: func(p page) string { return p.continueToken },
-		PageSize: r.opts.PageSize,
+		Size:     r.pageSize,
 	}
 	send := func(p page) error {
 		select {

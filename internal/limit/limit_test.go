@@ -920,15 +920,21 @@ var _ = Describe("Next: the rule", func() {
 			State{Limit: 16, Reason: Probing, PauseEvery: pauseEvery}),
 	)
 
-	It("stops its climbs under a limit a climb reached that harmed the others, for ceilingFor; a harm at a limit that held sets no ceiling", func() {
-		// A climb to 10 finds the others at half their rate: down, and a
-		// ceiling at 10.
+	It("stops its climbs under a limit climbs reached twice that harmed the others over the windows judged, for ceilingFor; a harm at a limit that held, or in one window, sets no ceiling", func() {
+		// A climb to 10 finds the others at half their rate: down, no
+		// ceiling yet (one failed probe may be a noisy base's).
 		s := measured(10, 1000)
 		s.Reason = Probing
 		harm := beside(window(10, 400), 500)
 		s = Next(after(s, harm), harm, Background, 64)
 		Expect(s.Limit).To(Equal(6))
 		Expect(s.Reason).To(Equal(Yielding))
+		Expect(s.Ceiling).To(BeZero())
+		// A second climb to 10 within ceilingFor, the same harm: a
+		// ceiling at 10.
+		s.Limit, s.Reason, s.AtLimit = 10, Probing, AtLimit{}
+		s = Next(after(s, harm), harm, Background, 64)
+		Expect(s.Limit).To(Equal(6))
 		Expect(s.Ceiling).To(Equal(10))
 		Expect(s.CeilingUntil).To(Equal(harm.End.Add(ceilingFor)))
 		// Room for many more: the climbs stop at 9.
@@ -948,6 +954,13 @@ var _ = Describe("Next: the rule", func() {
 		held = Next(after(held, harm), harm, Background, 64)
 		Expect(held.Limit).To(Equal(6))
 		Expect(held.Ceiling).To(BeZero())
+		Expect(held.failed).To(BeZero())
+		// Nor one severe window at a limit just climbed to (a stall).
+		stalled := measured(10, 1000)
+		stalled.Reason = Probing
+		stalled = Next(stalled, beside(window(10, 400), 100), Background, 64)
+		Expect(stalled.Limit).To(Equal(5))
+		Expect(stalled.failed).To(BeZero())
 	})
 
 	It("takes the second pause's measures in place of the first's, which followed the run's setup", func() {
@@ -963,16 +976,17 @@ var _ = Describe("Next: the rule", func() {
 		Expect(s).To(And(HaveField("Base", 15*time.Millisecond), HaveField("Alone", BeNumerically("~", 600, 10))), "from the third, the means")
 	})
 
-	It("takes in a pause: the others' rate alone, the second pause's in place of the first's, then the mean of the last two, and the next pause sooner while they write", func() {
+	It("takes in a pause: the others' rate alone, the second pause's (a second after the first) in place of the first's, then the mean of the last two, and the next pause sooner while they write", func() {
 		pause := func(others float64) Window {
 			return beside(Window{Start: t0, End: t0.Add(time.Second / 4), Paused: true, Writes: 1}, others/4)
 		}
 		s := Next(State{Limit: 8, Reason: Pausing}, window(8, 400), Background, 64)
 		s = Next(s, pause(800), Background, 64)
 		Expect(s).To(And(HaveField("Measured", true), HaveField("Alone", BeNumerically("~", 800, 10)), HaveField("Idle", false),
-			HaveField("PauseEvery", pauseEvery), HaveField("Limit", 8)))
+			HaveField("PauseEvery", secondPauseAfter), HaveField("Limit", 8)), "the second pause soon after the first")
 		s = Next(s, pause(400), Background, 64)
 		Expect(s.Alone).To(BeNumerically("~", 400, 10), "the second pause's, in place of the first's (which followed the run's setup)")
+		Expect(s.PauseEvery).To(Equal(pauseEvery), "from the second on, every pauseEvery")
 		s = Next(s, pause(800), Background, 64)
 		Expect(s.Alone).To(BeNumerically("~", 600, 10), "the mean of the last two")
 		s = Next(s, pause(400), Background, 64)

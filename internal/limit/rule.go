@@ -118,6 +118,9 @@ const (
 	pauseLength   = 250 * time.Millisecond
 	pauseEvery    = 10 * time.Second
 	maxPauseEvery = 40 * time.Second
+	// secondPauseAfter is how soon the second pause follows a first one
+	// that found others writing (State.pauses).
+	secondPauseAfter = time.Second
 	// collapse: a server whose throughput falls below 1/collapse of its
 	// best is failing, not busy.
 	collapse = 4
@@ -293,14 +296,17 @@ type State struct {
 	BestLatency time.Duration
 	// bestWriters is the engine's writes in flight then.
 	bestWriters float64
-	// Ceiling is the last limit a climb reached that the judge found
-	// harmful (a failed probe): until CeilingUntil the limit climbs no
-	// further than just under it. Each probe above where the others bear
+	// Ceiling is a limit that climbs reached twice and the judge found
+	// harmful both times (failed probes): until CeilingUntil the limit
+	// climbs no further than just under it. Each probe above where the others bear
 	// it is a spike in their latency, and a closed-loop client at a knee
 	// of the server loses most of its rate there; probing it again every
 	// few windows costs them more than the room it might find.
 	Ceiling      int
 	CeilingUntil time.Time
+	// failed is the limit of the last failed probe, failedAt when.
+	failed   int
+	failedAt time.Time
 }
 
 // collapsed reports whether the server's throughput fell below 1/collapse
@@ -384,11 +390,17 @@ func nextLimit(s State, w Window, priority Priority, maxLimit int) State {
 		return s // one window at a limit is the server's swing as much as the engine's
 	}
 	if v.harmed() {
-		if s.Reason == Probing {
-			// A limit just climbed to that harms the others: not a swing
-			// of the server's at a limit that held, so the climbs stop
-			// under it for a while.
-			s.Ceiling, s.CeilingUntil = s.Limit, w.End.Add(ceilingFor)
+		if s.Reason == Probing && s.AtLimit.Windows >= minJudged {
+			// A limit just climbed to that harms the others over the
+			// windows judged: not a swing of the server's at a limit that
+			// held, nor one window's stall (a page's LIST, a pause of the
+			// server's own). The second such probe at it or above within
+			// ceilingFor (one could be the noise of a single pause's
+			// base) stops the climbs under it for a while.
+			if s.failed > 0 && s.failed <= s.Limit && w.End.Before(s.failedAt.Add(ceilingFor)) {
+				s.Ceiling, s.CeilingUntil = s.Limit, w.End.Add(ceilingFor)
+			}
+			s.failed, s.failedAt = s.Limit, w.End
 		}
 		s.Limit = max(1, min(s.Limit-1, int(max(v.writers, s.AtLimit.Writers/2))))
 		s.Reason = v.reason
@@ -496,6 +508,12 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 		s.SlowStart = false
 	}
 	switch {
+	case !s.Idle && s.pauses == 1:
+		// The first pause's measures follow the run's setup, whichever
+		// way they err: a rate alone read low holds the engine on its
+		// latency, one read high on the others' rate. The second pause
+		// comes soon, whatever the windows between make of them.
+		s.PauseEvery = secondPauseAfter
 	case !s.Idle:
 		s.PauseEvery = pauseEvery
 	case wasIdle:
