@@ -71,17 +71,21 @@ func (k passKind) writer() Writer {
 }
 
 // one page into the next; pages are marked done in listing order.
-func (r *runner) pass(ctx context.Context, kind passKind, source pageSource) (bool, error) {
+func (r *runner) pass(ctx context.Context, kind passKind, source func(context.Context, chan<- page)) (bool, error) {
 	// A writer that meets an error which is not the object's own aborts the
 	// pass through this context; pages not done are then not counted.
 	workCtx, abort := context.WithCancelCause(ctx)
 	defer abort(nil)
 	listCtx, stopListing := context.WithCancel(workCtx)
 	defer stopListing()
-	pages, more := make(chan page), make(chan struct{}, 1)
-	go source(listCtx, pages, more)
+	// Unbuffered: the source reads one page ahead of the writers, not
+	// more. A page's LIST is a stall of the API server that every other
+	// client's request waits behind; pages read ahead in a burst (at the
+	// start, three of 500) cost them far more than one at a time.
+	pages := make(chan page)
+	go source(listCtx, pages)
 
-	ps := &passState{runner: r, kind: kind, ctx: workCtx, abort: abort, slots: make(chan struct{}, pagesInFlight), more: more}
+	ps := &passState{runner: r, kind: kind, ctx: workCtx, abort: abort, slots: make(chan struct{}, pagesInFlight)}
 	var listErr error
 	for p := range pages {
 		if p.err != nil {
@@ -118,8 +122,6 @@ type passState struct {
 	abort context.CancelCauseFunc
 	// slots bounds the pages in flight (pagesInFlight).
 	slots chan struct{}
-	// more asks the source for the next page (pageSource).
-	more chan<- struct{}
 	// running counts the writers at work on this pass's objects.
 	running sync.WaitGroup
 
@@ -141,27 +143,11 @@ func (ps *passState) dispatch(p page) bool {
 	ps.pagesMu.Lock()
 	ps.inFlight = append(ps.inFlight, pr)
 	ps.pagesMu.Unlock()
-	for i, obj := range p.items {
-		if i == len(p.items)/2 {
-			ps.askForMore()
-		}
+	for _, obj := range p.items {
 		ps.start(pr, obj, progress)
-	}
-	if len(p.items) == 0 {
-		ps.askForMore()
 	}
 	ps.finish(pr, dispatched, nil, objectRef{})
 	return true
-}
-
-// askForMore asks the source for the next page, once per page: halfway
-// through handing out this one, so that the next is listed by the time the
-// writers need it and no sooner.
-func (ps *passState) askForMore() {
-	select {
-	case ps.more <- struct{}{}:
-	default: // asked already
-	}
 }
 
 // sampleSize reads the first and the last object of a main pass page
@@ -325,29 +311,19 @@ func (r *runner) commit(kind passKind, done []*pageRun) {
 }
 
 // listing lists the objects from where the progress stands.
-func (r *runner) listing(ctx context.Context, out chan<- page, more <-chan struct{}) {
-	r.list(ctx, r.snapshot().Continue, out, more)
+func (r *runner) listing(ctx context.Context, out chan<- page) {
+	r.list(ctx, r.snapshot().Continue, out)
 }
 
 // pageSize is the next page's LIST limit: PageSize, or fewer objects
 // while the limit allows few writers, pageObjectsPerWriter a writer and
-// at least minPageSize. A LIST is a stall of the API server as long as the
-// page is large, which every other client's request waits behind; beside
-// clients the limit keeps at a few writers, a page of 500 would cost them
-// more than the writes it feeds, and the writers at such a limit need no
-// more.
+// at least minPageSize. A LIST stalls the API server for as long as the
+// page is large, and every other client's request waits behind it; beside
+// clients the limit keeps at a few writers, a page of 500 costs them more
+// than the writes it feeds, and writers at such a limit need no more.
 func (r *runner) pageSize() int64 {
 	return min(r.opts.PageSize, max(minPageSize, int64(r.writers.Limit())*pageObjectsPerWriter))
 }
-
-// pageSource sends a pass its pages on out, which the pass reads one at a
-// time, and closes it at the end. A source that reads its pages from the
-// API server lists the next one only once the pass asks for it on more: a
-// LIST of a page costs the server as much as many writes, and pages read
-// ahead in a burst (at the start, several) are a stall every other client
-// waits behind, the paced ones most. One page read ahead, asked for halfway
-// through the page before, keeps the writers fed.
-type pageSource func(ctx context.Context, out chan<- page, more <-chan struct{})
 
 // list sends pages until the listing ends, from continueToken. A listing
 // that outlives the API server's compaction interval goes on from the
@@ -356,7 +332,7 @@ type pageSource func(ctx context.Context, out chan<- page, more <-chan struct{})
 // newer than the checkpoint either way, and an object created meanwhile is
 // stored at the storage version. A LIST error ends the listing with a page
 // that carries it.
-func (r *runner) list(ctx context.Context, continueToken string, out chan<- page, more <-chan struct{}) {
+func (r *runner) list(ctx context.Context, continueToken string, out chan<- page) {
 	defer close(out)
 	pager := paging.Pager[page]{
 		List: func(ctx context.Context, opts metav1.ListOptions) (page, error) {
@@ -374,12 +350,6 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 	send := func(p page) error {
 		select {
 		case out <- p:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		// The pager lists the next page once this returns.
-		select {
-		case <-more:
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -36,8 +36,8 @@ func (r *runner) sweep(ctx context.Context) (bool, error) {
 	if mode == SweepList {
 		return r.pass(ctx, catchUpPass, r.listing)
 	}
-	return r.pass(ctx, catchUpPass, func(ctx context.Context, out chan<- page, _ <-chan struct{}) {
-		r.pages(ctx, others, out) // in memory: nothing to pace
+	return r.pass(ctx, catchUpPass, func(ctx context.Context, out chan<- page) {
+		r.pages(ctx, others, out)
 	})
 }
 
