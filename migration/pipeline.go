@@ -321,8 +321,15 @@ func (r *runner) listing(ctx context.Context, out chan<- page) {
 // page is large, and every other client's request waits behind it; beside
 // clients the limit keeps at a few writers, a page of 500 costs them more
 // than the writes it feeds, and writers at such a limit need no more.
-func (r *runner) pageSize() int64 {
-	return min(r.opts.PageSize, max(minPageSize, int64(r.writers.Limit())*pageObjectsPerWriter))
+//
+// Where the watch cache cannot serve a page, etcd counts every key left in
+// the range for each one (design.md, "Reads"): a page also holds at least
+// 1/pageOfRemaining of the objects left (remaining, -1 when unknown), so
+// that a pass in small pages walks no more index entries than pageOfRemaining
+// times the objects; from 100,000 objects left, that is PageSize.
+func (r *runner) pageSize(remaining int64) int64 {
+	byWriters := max(minPageSize, int64(r.writers.Limit())*pageObjectsPerWriter)
+	return min(r.opts.PageSize, max(byWriters, remaining/pageOfRemaining))
 }
 
 // list sends pages until the listing ends, from continueToken. A listing
@@ -334,6 +341,7 @@ func (r *runner) pageSize() int64 {
 // that carries it.
 func (r *runner) list(ctx context.Context, continueToken string, out chan<- page) {
 	defer close(out)
+	remaining := int64(-1) // the objects the last page said were left
 	pager := paging.Pager[page]{
 		List: func(ctx context.Context, opts metav1.ListOptions) (page, error) {
 			var p page
@@ -342,10 +350,13 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 				p, err = r.objects.list(ctx, opts)
 				return err
 			})
+			if err == nil {
+				remaining = p.remaining
+			}
 			return p, err
 		},
 		Continue: func(p page) string { return p.continueToken },
-		Size:     r.pageSize,
+		Size:     func() int64 { return r.pageSize(remaining) },
 	}
 	send := func(p page) error {
 		select {

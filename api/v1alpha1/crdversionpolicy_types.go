@@ -315,10 +315,13 @@ type MigrationSettings struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
 	Concurrency int32 `json:"concurrency,omitempty"`
-	// PageSize is the migration pass's page: the objects each LIST call of
-	// its pass fetches (metadata only), and the batch its writers take. The
-	// round-trip proof and the cleanup of managedFields read whole objects in
-	// pages of their own (2,000).
+	// PageSize is the migration pass's page: the most objects each LIST call
+	// of its pass fetches (metadata only), and the batch its writers take.
+	// While the adaptive concurrency allows few writers, the pass lists
+	// fewer (16 a writer, at least 50 and a 200th of the objects left), so
+	// that a LIST stalls the API server no longer than the writes it feeds. The round-trip proof and the
+	// cleanup of managedFields read whole objects in pages of their own
+	// (2,000).
 	// +optional
 	// +kubebuilder:default=500
 	// +kubebuilder:validation:Minimum=1
