@@ -742,6 +742,7 @@ var _ = Describe("Next: the rule", func() {
 	// based is s with its pauses' writes measured at base.
 	based := func(s State, base time.Duration) State {
 		s.Base, s.BasePauses = base, basePauses
+		s.bases = [basePauses]time.Duration{base, base, base, base}
 		return s
 	}
 	// pausedFor is a pause's window, the others writing others a second
@@ -968,12 +969,23 @@ var _ = Describe("Next: the rule", func() {
 		Expect(s).To(And(HaveField("SlowStart", true), HaveField("Base", 30*time.Millisecond), HaveField("Alone", BeNumerically("~", 400, 10))))
 		s.Reason = Pausing
 		s = Next(s, pausedFor(800, 10*time.Millisecond), Background, 64)
-		Expect(s).To(And(HaveField("Base", 10*time.Millisecond), HaveField("BasePauses", 1), HaveField("Alone", BeNumerically("~", 800, 10))),
+		Expect(s).To(And(HaveField("Base", 10*time.Millisecond), HaveField("Alone", BeNumerically("~", 800, 10))),
 			"the second pause's, not the mean with the first's")
 		Expect(s.pauses).To(Equal(2))
 		s.Reason = Pausing
 		s = Next(s, pausedFor(400, 20*time.Millisecond), Background, 64)
-		Expect(s).To(And(HaveField("Base", 15*time.Millisecond), HaveField("Alone", BeNumerically("~", 600, 10))), "from the third, the means")
+		Expect(s).To(And(HaveField("Base", 15*time.Millisecond), HaveField("Alone", BeNumerically("~", 600, 10))),
+			"from the third, the means: of the last two alone, and of the writes but the first's 30 ms (three times the least)")
+	})
+
+	It("takes as its base the mean of its last pauses' writes without those a stall slowed, more than twice the least", func() {
+		s := Next(State{Limit: Start, Reason: Pausing}, pausedFor(100, 4500*time.Microsecond), Background, 64)
+		s.Reason = Pausing
+		s = Next(s, pausedFor(100, 16500*time.Microsecond), Background, 64)
+		Expect(s.Base).To(Equal(4500*time.Microsecond), "16.5 ms met a stall")
+		s.Reason = Pausing
+		s = Next(s, pausedFor(100, 5500*time.Microsecond), Background, 64)
+		Expect(s.Base).To(Equal(5*time.Millisecond), "the mean of 4.5 and 5.5 ms")
 	})
 
 	It("takes in a pause: the others' rate alone, the second pause's (a second after the first) in place of the first's, then the mean of the last two, and the next pause sooner while they write", func() {
@@ -1003,10 +1015,11 @@ var _ = Describe("Next: the rule", func() {
 		Expect(s).To(And(HaveField("PauseEvery", BeZero()), HaveField("Limit", 8), HaveField("Reason", Holding)),
 			"others write a tenth of the engine's rate: no climb, measure them at once")
 
-		// The pauses' writes took 10, 20, 30, 40 and 50 ms.
-		for i, want := range []time.Duration{10000, 15000, 20000, 25000, 31250} {
+		// The pauses' writes took 10, 12, 14, 16 and 18 ms: a server
+		// slowing down, followed as the mean of the last four.
+		for i, want := range []time.Duration{10000, 11000, 12000, 13000, 15000} {
 			p := pause(400)
-			p.Latency = time.Duration(10*(i+1)) * time.Millisecond
+			p.Latency = time.Duration(10+2*i) * time.Millisecond
 			s = Next(s, p, Background, 64)
 			Expect(s.Base).To(Equal(want*time.Microsecond), "the base: the mean of the pauses' writes, over the last basePauses")
 		}

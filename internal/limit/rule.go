@@ -24,7 +24,10 @@ limitations under the License.
 // the rule's state and measures stay here, free to change with the rule.
 package limit
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The adaptive limit on writes in flight. A migration is background work,
 // and the judge is what the other clients of the API server feel: their
@@ -274,10 +277,12 @@ type State struct {
 	Idle        bool
 	// Base is the engine's write latency alone: the pauses' write, sent
 	// with no other write of its own in flight, the mean of the last
-	// basePauses (one write is noisier than a window of them); 0 until a
-	// pause measured it. BasePauses counts the pauses it is the mean of.
+	// basePauses without those a stall slowed (baseOf); 0 until a pause
+	// measured it. BasePauses counts the pauses that measured it, bases
+	// holds the last basePauses of their writes.
 	Base       time.Duration
 	BasePauses int
+	bases      [basePauses]time.Duration
 	// SlowStart: the first pause found others writing; the limit doubles
 	// from each window to the next while the judge sees room for twice.
 	SlowStart bool
@@ -473,10 +478,10 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 		return s
 	}
 	first := !s.Measured
-	if s.pauses == 1 && (setupMarked(float64(s.Base), float64(w.Latency)) || setupMarked(alone, s.Last)) {
-		// The first pause's measures followed the run's setup, and the
-		// second's disagree: they replace them rather than average.
-		s.Measured, s.Base, s.BasePauses, s.AtLimit = false, 0, 0, AtLimit{}
+	if s.pauses == 1 && setupMarked(alone, s.Last) {
+		// The first pause's measure followed the run's setup, and the
+		// second's disagrees: it replaces it rather than average.
+		s.Measured, s.AtLimit = false, AtLimit{}
 	}
 	s.pauses = min(s.pauses+1, 2)
 	s.Alone = alone
@@ -485,8 +490,9 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 	}
 	s.Measured, s.Last = true, alone
 	if w.Latency > 0 {
-		s.BasePauses = min(s.BasePauses+1, basePauses)
-		s.Base += (w.Latency - s.Base) / time.Duration(s.BasePauses)
+		s.bases[s.BasePauses%basePauses] = w.Latency
+		s.BasePauses++
+		s.Base = baseOf(s.bases[:min(s.BasePauses, basePauses)])
 	}
 	rate := s.Rate
 	if rate == 0 && w.Latency > 0 {
@@ -525,6 +531,24 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 		s.Reason = Holding
 	}
 	return s
+}
+
+// baseOf is the base the last pauses' writes give: their mean, without
+// those that took more than stallSpread times the least. Queueing only ever
+// adds to a write's latency, and one pause's write that met a stall (a
+// page's LIST, the server's own pause) is not the engine's latency alone:
+// taken in, it lets the engine queue every client until it is forgotten.
+func baseOf(writes []time.Duration) time.Duration {
+	least := slices.Min(writes)
+	var sum time.Duration
+	n := 0
+	for _, d := range writes {
+		if d <= stallSpread*least {
+			sum += d
+			n++
+		}
+	}
+	return sum / time.Duration(n)
 }
 
 // setupMarked reports whether two pauses' measures of one thing disagree by

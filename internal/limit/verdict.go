@@ -49,10 +49,12 @@ const (
 	// limit is the swing's as much as the engine's).
 	judgedWindows = 4
 	minJudged     = 2
-	// basePauses is how many pauses the base is the mean of, the last
-	// weighted most: one write's latency is noisy, and the server's speed
-	// swings.
-	basePauses = 4
+	// basePauses is how many pauses the base is the mean of; stallSpread
+	// how much longer than the least of them a pause's write may take and
+	// still count in it (baseOf): past the spread of one write's latency
+	// (a fifth either way) and the server's swings.
+	basePauses  = 4
+	stallSpread = 2
 )
 
 // AtLimit is the mean of what the windows at the current limit measured,
