@@ -53,9 +53,14 @@ import (
 //     of the engine's writes against theirs), so the windows tell where the
 //     target lies.
 //   - A client that writes at its own pace keeps its rate, but its writes
-//     wait in the same queue as the engine's: the engine's own write
-//     latency against its latency alone (the pause's write) judges that
-//     (reason Queueing; verdict.go). The stricter of the two wins.
+//     wait in the same queue as the engine's: while the others keep 90% of
+//     their rate or more, the engine's own write latency against its
+//     latency alone (the pauses' writes) judges that too (reason Queueing;
+//     verdict.go), and the stricter of the two wins. Clients whose rate
+//     falls with the engine's writes are closed-loop: their rate is the
+//     judge, the latency only when severe.
+//   - A limit that harmed the others twice within ceilingFor, each time
+//     just climbed to, bounds the climbs just under it for ceilingFor.
 //   - When the others write under a tenth of the engine's rate alone
 //     (leases, events), the server is idle and Background is Full.
 //   - Background starts at one writer and pauses as soon as a write of its
@@ -78,10 +83,11 @@ import (
 //     climbs only on a measure taken once the setup is over: on an idle
 //     server, each window at the limit (the others' writes are counted
 //     beside the engine's: a window that finds them writing stops the
-//     climb and pauses at once); beside others, a second pause, due at
-//     once when the slow start would pass Initial or the rule would
-//     climb at all, whose measures replace the first's when the two
-//     disagree by more than one pause's noise (else they average). The
+//     climb and pauses at once); beside others, a second pause, a second
+//     after the first and at once when the slow start would pass Initial
+//     or the rule would climb at all, whose measure of the others replaces
+//     the first's when the two disagree by more than one pause's noise
+//     (else they average; the base drops a write a stall slowed). The
 //     first pause itself stays: the run's reads before its first write
 //     span tens of milliseconds, too few to count the others' writes by,
 //     and the pause costs a quarter of a second and one write, about 3% of
@@ -130,10 +136,10 @@ const (
 	// holdWindows is how many windows the limit holds after a throttle
 	// before it climbs again.
 	holdWindows = 3
-	// ceilingFor is how long a failed probe's limit bounds the climbs
-	// (State.Ceiling): three pauses' worth while others write, so that
-	// the others pay for one probe above their bearing every 30 s rather
-	// than every second.
+	// ceilingFor is how long a ceiling bounds the climbs, and how close
+	// two failed probes must come to set one (State.Ceiling): three
+	// pauses' worth while others write, so that the others pay for a probe
+	// above what they bear every 30 s rather than every second.
 	ceilingFor = 3 * pauseEvery
 	// minWindowWrites, windowWritesPerWriter and minWindowTime make a
 	// window: at least 64 writes, four per writer, over at least 100 ms. The
@@ -303,10 +309,10 @@ type State struct {
 	bestWriters float64
 	// Ceiling is a limit that climbs reached twice and the judge found
 	// harmful both times (failed probes): until CeilingUntil the limit
-	// climbs no further than just under it. Each probe above where the others bear
-	// it is a spike in their latency, and a closed-loop client at a knee
-	// of the server loses most of its rate there; probing it again every
-	// few windows costs them more than the room it might find.
+	// climbs no further than just under it. Each probe above what the
+	// others bear is a spike in their latency, and a closed-loop client at
+	// a knee of the server loses most of its rate there; probing it again
+	// every few windows costs them more than the room it might find.
 	Ceiling      int
 	CeilingUntil time.Time
 	// failed is the limit of the last failed probe, failedAt when.
