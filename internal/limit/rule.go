@@ -166,8 +166,9 @@ type Priority string
 const (
 	// Background keeps other clients' write rate at 55% or more of
 	// their rate without the migration, measured by pausing it briefly now
-	// and then, and its own write latency within 1.7 times its latency
-	// alone (every client's writes wait in that queue). It starts at one
+	// and then, and, while they keep 90% of it or more, its own write
+	// latency within 1.7 times its latency alone (every client's writes
+	// wait in that queue). It starts at one
 	// writer and pauses after its first write, so that it measured the
 	// others before it takes more; beside others it takes no more than
 	// Initial writers until a second pause measured them again, clear
