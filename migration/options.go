@@ -58,6 +58,11 @@ const (
 	// pagesInFlight bounds the pages listed but not yet done: memory holds
 	// at most this many pages of metadata.
 	pagesInFlight = 3
+	// pageObjectsPerWriter and minPageSize size a page by the writers the
+	// limit allows, pageOfRemaining by the objects left (runner.pageSize):
+	// 32 writers and more take PageSize's 500, one writer 50 while fewer
+	// than 10,000 objects are left.
+	pageObjectsPerWriter, minPageSize, pageOfRemaining = 16, 50, 200
 )
 
 // Options configure a Run.
@@ -83,7 +88,11 @@ type Options struct {
 	// or more of their rate alone, PriorityFull takes the server's full
 	// speed.
 	Priority Priority
-	// PageSize is the LIST limit.
+	// PageSize is the LIST limit: the most objects a page holds. While the
+	// adaptive limit allows few writers, the pass lists fewer at a time
+	// (16 a writer, at least 50 and a 200th of the objects left), so that
+	// a page's LIST is no longer a stall for the other clients than the
+	// writes it feeds.
 	PageSize int64
 	// QPS, when above 0, caps writes per second. None by default: API
 	// Priority and Fairness protects the API server, and the adaptive limit

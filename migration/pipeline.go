@@ -78,7 +78,11 @@ func (r *runner) pass(ctx context.Context, kind passKind, source func(context.Co
 	defer abort(nil)
 	listCtx, stopListing := context.WithCancel(workCtx)
 	defer stopListing()
-	pages := make(chan page, 1)
+	// Unbuffered: the source reads one page ahead of the writers, not
+	// more. A page's LIST is a stall of the API server that every other
+	// client's request waits behind; pages read ahead in a burst (at the
+	// start, three of 500) cost them far more than one at a time.
+	pages := make(chan page)
 	go source(listCtx, pages)
 
 	ps := &passState{runner: r, kind: kind, ctx: workCtx, abort: abort, slots: make(chan struct{}, pagesInFlight)}
@@ -311,6 +315,23 @@ func (r *runner) listing(ctx context.Context, out chan<- page) {
 	r.list(ctx, r.snapshot().Continue, out)
 }
 
+// pageSize is the next page's LIST limit: PageSize, or fewer objects
+// while the limit allows few writers, pageObjectsPerWriter a writer and
+// at least minPageSize. A LIST stalls the API server for as long as the
+// page is large, and every other client's request waits behind it; beside
+// clients the limit keeps at a few writers, a page of 500 costs them more
+// than the writes it feeds, and writers at such a limit need no more.
+//
+// Where the watch cache cannot serve a page, etcd counts every key left in
+// the range for each one (design.md, "Reads"): a page also holds at least
+// 1/pageOfRemaining of the objects left (remaining, -1 when unknown), so
+// that a pass in small pages walks no more index entries than pageOfRemaining
+// times the objects; from 100,000 objects left, that is PageSize.
+func (r *runner) pageSize(remaining int64) int64 {
+	byWriters := max(minPageSize, int64(r.writers.Limit())*pageObjectsPerWriter)
+	return min(r.opts.PageSize, max(byWriters, remaining/pageOfRemaining))
+}
+
 // list sends pages until the listing ends, from continueToken. A listing
 // that outlives the API server's compaction interval goes on from the
 // token its 410 carries, or starts again (paging.Pager.EachPage): what is
@@ -320,6 +341,7 @@ func (r *runner) listing(ctx context.Context, out chan<- page) {
 // that carries it.
 func (r *runner) list(ctx context.Context, continueToken string, out chan<- page) {
 	defer close(out)
+	remaining := int64(-1) // the objects the last page said were left
 	pager := paging.Pager[page]{
 		List: func(ctx context.Context, opts metav1.ListOptions) (page, error) {
 			var p page
@@ -328,10 +350,13 @@ func (r *runner) list(ctx context.Context, continueToken string, out chan<- page
 				p, err = r.objects.list(ctx, opts)
 				return err
 			})
+			if err == nil {
+				remaining = p.remaining
+			}
 			return p, err
 		},
 		Continue: func(p page) string { return p.continueToken },
-		PageSize: r.opts.PageSize,
+		Size:     func() int64 { return r.pageSize(remaining) },
 	}
 	send := func(p page) error {
 		select {

@@ -24,8 +24,9 @@ type Priority string
 const (
 	// PriorityBackground keeps other clients' write rate at 55% or more of
 	// their rate without the migration, measured by pausing it briefly now
-	// and then, and its own write latency within 1.7 times its latency
-	// alone (every client's writes wait in that queue). It starts at one
+	// and then, and, while they keep their rate (clients writing at their
+	// own pace), its own write latency within 1.7 times its latency alone
+	// (every client's writes wait in that queue). It starts at one
 	// writer and pauses after its first write, so that it measured the
 	// others before it takes more; beside others it takes no more than
 	// eight writers until a second pause measured them again, clear of the

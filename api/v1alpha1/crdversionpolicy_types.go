@@ -59,10 +59,11 @@ const (
 	// runs. It watches two things: their write rate (counted by etcd's
 	// revision), kept at 55% or more of what they write without the
 	// migration, measured by pausing it for a quarter of a second now and
-	// then; and its own write latency, kept within 1.7 times the latency of
-	// one write of its alone, so that a client writing at its own pace does
-	// not wait long behind it (every client's writes wait in the same
-	// queue). It starts at one writer and pauses after its first write, so
+	// then; and, while they keep 90% of that rate or more (a client
+	// writing at its own pace keeps its rate), its own write latency, kept
+	// within 1.7 times the latency of one write of its alone, so that such
+	// a client does not wait long behind it (every client's writes wait in
+	// the same queue). It starts at one writer and pauses after its first write, so
 	// that it has measured the others before it takes more; beside them it
 	// takes no more than 8 writers until a second pause, clear of its own
 	// setup (its first page, the watch it starts), measured them again. On
@@ -315,10 +316,13 @@ type MigrationSettings struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
 	Concurrency int32 `json:"concurrency,omitempty"`
-	// PageSize is the migration pass's page: the objects each LIST call of
-	// its pass fetches (metadata only), and the batch its writers take. The
-	// round-trip proof and the cleanup of managedFields read whole objects in
-	// pages of their own (2,000).
+	// PageSize is the migration pass's page: the most objects each LIST call
+	// of its pass fetches (metadata only), and the batch its writers take.
+	// While the adaptive concurrency allows few writers, the pass lists
+	// fewer (16 a writer, at least 50 and a 200th of the objects left), so
+	// that a LIST stalls the API server no longer than the writes it feeds. The round-trip proof and the
+	// cleanup of managedFields read whole objects in pages of their own
+	// (2,000).
 	// +optional
 	// +kubebuilder:default=500
 	// +kubebuilder:validation:Minimum=1
@@ -339,9 +343,10 @@ type MigrationSettings struct {
 	// Priority is how much of the API server the migration takes.
 	// Background (the default) is polite: while others write, they keep 55%
 	// or more of the write rate they have without the migration (measured
-	// by pausing it briefly now and then), and the migration's own write
-	// latency stays within 1.7 times its latency alone (a client that
-	// writes at its own pace waits behind the migration's writes); it
+	// by pausing it briefly now and then), and while they keep their rate
+	// the migration's own write latency stays within 1.7 times its latency
+	// alone (a client that writes at its own pace waits behind the
+	// migration's writes); it
 	// starts at one writer and measures the others after its first write,
 	// and beside them takes no more than 8 writers until a second pause
 	// measured them again; on a server others barely write to it is Full.

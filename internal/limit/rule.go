@@ -24,7 +24,10 @@ limitations under the License.
 // the rule's state and measures stay here, free to change with the rule.
 package limit
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The adaptive limit on writes in flight. A migration is background work,
 // and the judge is what the other clients of the API server feel: their
@@ -50,9 +53,14 @@ import "time"
 //     of the engine's writes against theirs), so the windows tell where the
 //     target lies.
 //   - A client that writes at its own pace keeps its rate, but its writes
-//     wait in the same queue as the engine's: the engine's own write
-//     latency against its latency alone (the pause's write) judges that
-//     (reason Queueing; verdict.go). The stricter of the two wins.
+//     wait in the same queue as the engine's: while the others keep 90% of
+//     their rate or more, the engine's own write latency against its
+//     latency alone (the pauses' writes) judges that too (reason Queueing;
+//     verdict.go), and the stricter of the two wins. Clients whose rate
+//     falls with the engine's writes are closed-loop: their rate is the
+//     judge, the latency only when severe.
+//   - A limit that harmed the others twice within ceilingFor, each time
+//     just climbed to, bounds the climbs just under it for ceilingFor.
 //   - When the others write under a tenth of the engine's rate alone
 //     (leases, events), the server is idle and Background is Full.
 //   - Background starts at one writer and pauses as soon as a write of its
@@ -75,10 +83,11 @@ import "time"
 //     climbs only on a measure taken once the setup is over: on an idle
 //     server, each window at the limit (the others' writes are counted
 //     beside the engine's: a window that finds them writing stops the
-//     climb and pauses at once); beside others, a second pause, due at
-//     once when the slow start would pass Initial or the rule would
-//     climb at all, whose measures replace the first's when the two
-//     disagree by more than one pause's noise (else they average). The
+//     climb and pauses at once); beside others, a second pause, a second
+//     after the first and at once when the slow start would pass Initial
+//     or the rule would climb at all, whose measure of the others replaces
+//     the first's when the two disagree by more than one pause's noise
+//     (else they average; the base drops a write a stall slowed). The
 //     first pause itself stays: the run's reads before its first write
 //     span tens of milliseconds, too few to count the others' writes by,
 //     and the pause costs a quarter of a second and one write, about 3% of
@@ -118,12 +127,20 @@ const (
 	pauseLength   = 250 * time.Millisecond
 	pauseEvery    = 10 * time.Second
 	maxPauseEvery = 40 * time.Second
+	// secondPauseAfter is how soon the second pause follows a first one
+	// that found others writing (State.pauses).
+	secondPauseAfter = time.Second
 	// collapse: a server whose throughput falls below 1/collapse of its
 	// best is failing, not busy.
 	collapse = 4
 	// holdWindows is how many windows the limit holds after a throttle
 	// before it climbs again.
 	holdWindows = 3
+	// ceilingFor is how long a ceiling bounds the climbs, and how close
+	// two failed probes must come to set one (State.Ceiling): three
+	// pauses' worth while others write, so that the others pay for a probe
+	// above what they bear every 30 s rather than every second.
+	ceilingFor = 3 * pauseEvery
 	// minWindowWrites, windowWritesPerWriter and minWindowTime make a
 	// window: at least 64 writes, four per writer, over at least 100 ms. The
 	// engine's rate is the mean of every write's latency (Little's law),
@@ -149,8 +166,9 @@ type Priority string
 const (
 	// Background keeps other clients' write rate at 55% or more of
 	// their rate without the migration, measured by pausing it briefly now
-	// and then, and its own write latency within 1.7 times its latency
-	// alone (every client's writes wait in that queue). It starts at one
+	// and then, and, while they keep 90% of it or more, its own write
+	// latency within 1.7 times its latency alone (every client's writes
+	// wait in that queue). It starts at one
 	// writer and pauses after its first write, so that it measured the
 	// others before it takes more; beside others it takes no more than
 	// Initial writers until a second pause measured them again, clear
@@ -266,10 +284,12 @@ type State struct {
 	Idle        bool
 	// Base is the engine's write latency alone: the pauses' write, sent
 	// with no other write of its own in flight, the mean of the last
-	// basePauses (one write is noisier than a window of them); 0 until a
-	// pause measured it. BasePauses counts the pauses it is the mean of.
+	// basePauses without those a stall slowed (baseOf); 0 until a pause
+	// measured it. BasePauses counts the pauses that measured it, bases
+	// holds the last basePauses of their writes.
 	Base       time.Duration
 	BasePauses int
+	bases      [basePauses]time.Duration
 	// SlowStart: the first pause found others writing; the limit doubles
 	// from each window to the next while the judge sees room for twice.
 	SlowStart bool
@@ -288,6 +308,17 @@ type State struct {
 	BestLatency time.Duration
 	// bestWriters is the engine's writes in flight then.
 	bestWriters float64
+	// Ceiling is a limit that climbs reached twice and the judge found
+	// harmful both times (failed probes): until CeilingUntil the limit
+	// climbs no further than just under it. Each probe above what the
+	// others bear is a spike in their latency, and a closed-loop client at
+	// a knee of the server loses most of its rate there; probing it again
+	// every few windows costs them more than the room it might find.
+	Ceiling      int
+	CeilingUntil time.Time
+	// failed is the limit of the last failed probe, failedAt when.
+	failed   int
+	failedAt time.Time
 }
 
 // collapsed reports whether the server's throughput fell below 1/collapse
@@ -371,11 +402,27 @@ func nextLimit(s State, w Window, priority Priority, maxLimit int) State {
 		return s // one window at a limit is the server's swing as much as the engine's
 	}
 	if v.harmed() {
+		if s.Reason == Probing && s.AtLimit.Windows >= minJudged {
+			// A limit just climbed to that harms the others over the
+			// windows judged: not a swing of the server's at a limit that
+			// held, nor one window's stall (a page's LIST, a pause of the
+			// server's own). The second such probe at it or above within
+			// ceilingFor (one could be the noise of a single pause's
+			// base) stops the climbs under it for a while.
+			if s.failed > 0 && s.failed <= s.Limit && w.End.Before(s.failedAt.Add(ceilingFor)) {
+				s.Ceiling, s.CeilingUntil = s.Limit, w.End.Add(ceilingFor)
+			}
+			s.failed, s.failedAt = s.Limit, w.End
+		}
 		s.Limit = max(1, min(s.Limit-1, int(max(v.writers, s.AtLimit.Writers/2))))
 		s.Reason = v.reason
 		return s
 	}
-	return s.climbMeasured(int(v.writers+0.5), maxLimit, false)
+	upTo := int(v.writers + 0.5)
+	if s.Ceiling > 0 && w.End.Before(s.CeilingUntil) {
+		upTo = min(upTo, s.Ceiling-1)
+	}
+	return s.climbMeasured(upTo, maxLimit, false)
 }
 
 // climbMeasured is climb on measures taken after the run's setup: until a
@@ -438,10 +485,10 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 		return s
 	}
 	first := !s.Measured
-	if s.pauses == 1 && (setupMarked(float64(s.Base), float64(w.Latency)) || setupMarked(alone, s.Last)) {
-		// The first pause's measures followed the run's setup, and the
-		// second's disagree: they replace them rather than average.
-		s.Measured, s.Base, s.BasePauses, s.AtLimit = false, 0, 0, AtLimit{}
+	if s.pauses == 1 && setupMarked(alone, s.Last) {
+		// The first pause's measure followed the run's setup, and the
+		// second's disagrees: it replaces it rather than average.
+		s.Measured, s.AtLimit = false, AtLimit{}
 	}
 	s.pauses = min(s.pauses+1, 2)
 	s.Alone = alone
@@ -450,8 +497,9 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 	}
 	s.Measured, s.Last = true, alone
 	if w.Latency > 0 {
-		s.BasePauses = min(s.BasePauses+1, basePauses)
-		s.Base += (w.Latency - s.Base) / time.Duration(s.BasePauses)
+		s.bases[s.BasePauses%basePauses] = w.Latency
+		s.BasePauses++
+		s.Base = baseOf(s.bases[:min(s.BasePauses, basePauses)])
 	}
 	rate := s.Rate
 	if rate == 0 && w.Latency > 0 {
@@ -473,6 +521,12 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 		s.SlowStart = false
 	}
 	switch {
+	case !s.Idle && s.pauses == 1:
+		// The first pause's measures follow the run's setup, whichever
+		// way they err: a rate alone read low holds the engine on its
+		// latency, one read high on the others' rate. The second pause
+		// comes soon, whatever the windows between make of them.
+		s.PauseEvery = secondPauseAfter
 	case !s.Idle:
 		s.PauseEvery = pauseEvery
 	case wasIdle:
@@ -484,6 +538,24 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 		s.Reason = Holding
 	}
 	return s
+}
+
+// baseOf is the base the last pauses' writes give: their mean, without
+// those that took more than stallSpread times the least. Queueing only ever
+// adds to a write's latency, and one pause's write that met a stall (a
+// page's LIST, the server's own pause) is not the engine's latency alone:
+// taken in, it lets the engine queue every client until it is forgotten.
+func baseOf(writes []time.Duration) time.Duration {
+	least := slices.Min(writes)
+	var sum time.Duration
+	n := 0
+	for _, d := range writes {
+		if d <= stallSpread*least {
+			sum += d
+			n++
+		}
+	}
+	return sum / time.Duration(n)
 }
 
 // setupMarked reports whether two pauses' measures of one thing disagree by

@@ -49,10 +49,12 @@ const (
 	// limit is the swing's as much as the engine's).
 	judgedWindows = 4
 	minJudged     = 2
-	// basePauses is how many pauses the base is the mean of, the last
-	// weighted most: one write's latency is noisy, and the server's speed
-	// swings.
-	basePauses = 4
+	// basePauses is how many pauses the base is the mean of; stallSpread
+	// how much longer than the least of them a pause's write may take and
+	// still count in it (baseOf): past the spread of one write's latency
+	// (a fifth either way) and the server's swings.
+	basePauses  = 4
+	stallSpread = 2
 )
 
 // AtLimit is the mean of what the windows at the current limit measured,
@@ -122,14 +124,30 @@ func (v verdict) stricter(o verdict) verdict {
 
 // judge reads the windows at the limit: the others' rate against their
 // rate alone, and the engine's latency against its base when a pause
-// measured it.
+// measured it. When the others' rate answers the engine's writes (they
+// keep under responsive of it), they are closed-loop clients, whose rate is
+// their writers over their latency: their rate measures the harm, and the
+// latency judge only speaks when severe. The engine's own latency says
+// less there: beside closed-loop clients its single writer already waits
+// longer than the pause's write did (its reads, its watch and its writes
+// keep the server busier than the pause left it), so the latency judge
+// alone would hold one writer where the others keep three quarters of
+// their rate.
 func judge(a AtLimit, alone float64, base time.Duration) verdict {
-	v := byRate(a.Others/alone, a.Writers)
+	kept := a.Others / alone
+	v := byRate(kept, a.Writers)
 	if base > 0 && a.Latency > 0 {
-		v = v.stricter(byLatency(a.Latency, base, a.Writers))
+		if l := byLatency(a.Latency, base, a.Writers); kept >= responsive || l.severe {
+			v = v.stricter(l)
+		}
 	}
 	return v
 }
+
+// responsive is the share of their rate alone under which the others'
+// rate is taken to answer the engine's writes: a client paced at its own
+// rate keeps all of it, give or take a window's noise.
+const responsive = 0.9
 
 // byRate judges the others' rate: they kept kept of their rate alone
 // beside writers of the engine's.

@@ -56,6 +56,10 @@ type Pager[P any] struct {
 	Continue func(P) string
 	// PageSize is the Limit of each LIST; DefaultPageSize when 0.
 	PageSize int64
+	// Size, when set, is asked for the Limit of each LIST before it is
+	// sent, in place of PageSize: a reader whose pace changes sizes its
+	// pages by it.
+	Size func() int64
 	// Restart is called before a listing starts again from the first page
 	// (an expired token that carried none to go on from); its error stops
 	// the listing. nil restarts without a word.
@@ -91,7 +95,11 @@ func (p Pager[P]) EachPage(ctx context.Context, from string, fn func(P) error) e
 	// last started from the first page; reached: how far it got before).
 	restarts, pages, reached := 0, 0, 0
 	for {
-		page, err := p.List(ctx, metav1.ListOptions{Limit: pageSize, Continue: from})
+		limit := pageSize
+		if p.Size != nil {
+			limit = max(1, p.Size())
+		}
+		page, err := p.List(ctx, metav1.ListOptions{Limit: limit, Continue: from})
 		if err != nil {
 			if from == "" || !apierrors.IsResourceExpired(err) {
 				return err
