@@ -216,11 +216,7 @@ func (b *bench) population(ctx context.Context, n int, notes string) (schema.Gro
 	if err != nil {
 		return v1, err
 	}
-	if err := envtestutil.SetStorageVersion(ctx, b.c, "widgets."+v1.Group, "v2"); err != nil {
-		return v1, err
-	}
-	// Let the API server pick up the new storage version.
-	return envtestutil.WidgetResource(v1.Group, "v2"), sleep(ctx, 2*time.Second)
+	return envtestutil.WidgetResource(v1.Group, "v2"), b.flip(ctx, "widgets."+v1.Group, "v2")
 }
 
 // storedAtV1 creates a CRD with v1 and v2 of one schema and n widgets stored

@@ -63,10 +63,7 @@ func (b *bench) proof(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := envtestutil.SetStorageVersion(ctx, b.c, crdName, "v2"); err != nil {
-			return err
-		}
-		if err := sleep(ctx, 2*time.Second); err != nil {
+		if err := b.flip(ctx, crdName, "v2"); err != nil {
 			return err
 		}
 		rAfter, tAfter, err := prove(false)
