@@ -68,7 +68,7 @@ const (
 	// takes no more than 8 writers until a second pause, clear of its own
 	// setup (its first page, the watch it starts), measured them again. On
 	// an API server other clients barely write to, it is Full from its
-	// first pause on (a quarter of a second and one write). Its targets,
+	// first pause on (150 ms and one write). Its targets,
 	// held by its simulator and measured by the project's bench: closed-loop
 	// clients keep half their write rate or more; a client writing at its
 	// own pace keeps its rate and its p99 latency within twice its p99

@@ -266,7 +266,11 @@ func (l *Gate) Release(s Signal) {
 	if l.phase == draining && l.inFlight == 0 {
 		// Every write of the engine's is back: from the last one stored,
 		// the revisions are the others' alone.
-		l.phase, l.pauseFrom, l.pauseStart, l.pauseUntil = paused, l.revision, l.revisionAt, now.Add(pauseLength)
+		length := pauseLength
+		if l.lastPause.IsZero() {
+			length = firstPauseLength
+		}
+		l.phase, l.pauseFrom, l.pauseStart, l.pauseUntil = paused, l.revision, l.revisionAt, now.Add(length)
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
