@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -182,5 +183,35 @@ func TestTheWatchResumesFromTheLastRevisionItSawAndStopsAtA410(t *testing.T) {
 	others := w.others()
 	if mode != SweepList || !strings.Contains(w.gap, "could not resume from revision 12 (410 Gone") || len(others) != 0 {
 		t.Errorf("after a 410: mode %q, gap %q, kept %v; want list, the 410 named, nothing kept", mode, w.gap, others)
+	}
+}
+
+func TestTheWatchResumesAtOnceFromAStreamTheServerEndedAfterItDeliveredEvents(t *testing.T) {
+	// The watch cache ends a watcher that falls behind its events: the
+	// stream closes, without an error, after it delivered some. With a
+	// backoff of an hour, only a watch that resumes at once from such a
+	// stream reaches the third.
+	defer func(b wait.Backoff) { watchBackoff = b }(watchBackoff)
+	watchBackoff = wait.Backoff{Duration: time.Hour, Factor: 2, Steps: 1 << 30, Cap: time.Hour}
+	first, second, third := watch.NewFakeWithChanSize(1, false), watch.NewFakeWithChanSize(1, false), watch.NewFake()
+	s := &streams{from: make(chan string, 3), streams: []*watch.FakeWatcher{first, second, third}}
+	w := watchOthers(context.Background(), s, "10", 100, func(string) bool { return false })
+	defer w.stop()
+	meta := func(name, rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}}
+	}
+	first.Modify(meta("a", "11"))
+	first.Stop()
+	second.Modify(meta("b", "12"))
+	second.Stop()
+	for _, want := range []string{"10", "11", "12"} {
+		select {
+		case from := <-s.from:
+			if from != want {
+				t.Fatalf("the watch connected from %s, want %s", from, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no watch from %s: the watch backed off from a stream that delivered events", want)
+		}
 	}
 }
