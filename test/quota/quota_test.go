@@ -140,10 +140,14 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 				"ratio": took.Seconds() / first.took.Seconds(), "first waits": first.waits, "second waits": res.CompactionWaits})
 			Expect(res.SpaceBudget).To(BeNumerically(">", quota/64), "the second CRD is not at the floor: %s", res.SpaceBudgetReason)
 			Expect(res.SpaceBudgetReason).To(ContainSubstring("pages the runs before this one freed"), "the budget says what it is based on")
-			// The second run's budget is the first one's: etcd's file grew
-			// by the first run's writes and the pages around them, all of
-			// it freed again.
-			Expect(res.SpaceBudget).To(BeNumerically(">=", first.budget*95/100), "the second CRD's budget is the first one's: %s", res.SpaceBudgetReason)
+			// etcd's file grew by the first run's writes and by the pages
+			// around them (20-30% more than they were charged): both are
+			// freed again, and the second run's budget counts both.
+			if grown := res.DatabaseSize - first.space.InUse; grown > first.space.Peak {
+				peakOnly := max(quota*3/4-(res.DatabaseSize-first.space.Peak), quota/64)
+				Expect(res.SpaceBudget).To(BeNumerically(">", peakOnly),
+					"the file grew by %s, the first run's writes held %s: the pages around them are the run's, not others' data (%s)", mib(grown), mib(first.space.Peak), res.SpaceBudgetReason)
+			}
 			// It waits once more at most: the first run's last writes are
 			// charged to it until a compaction frees them
 			// (SpaceLedger.Outstanding), up to a budget.
