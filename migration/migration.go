@@ -147,6 +147,7 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		failpoint.Pause(ctx, failpoint.Sweep)
 	}
 	complete, err := r.sweep(ctx)
+	r.space.settle(ctx)
 	return r.result(complete && err == nil), err
 }
 

@@ -168,6 +168,7 @@ func CleanupManagedFieldsWithin(ctx context.Context, c dynamic.Interface, resour
 		}
 		return err
 	})
+	space.settle(ctx)
 	res.Space = space.Ledger()
 	if !space.off() {
 		res.Charged = space.charges()

@@ -106,7 +106,11 @@ type pagedResource struct {
 	p *pagedClient
 }
 
-func (r pagedResource) List(_ context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+func (r pagedResource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact {
+		// The space budget asking whether etcd compacted: not the listing.
+		return r.NamespaceableResourceInterface.List(ctx, opts)
+	}
 	r.p.mu.Lock()
 	r.p.tokens = append(r.p.tokens, opts.Continue)
 	r.p.mu.Unlock()

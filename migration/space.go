@@ -122,16 +122,31 @@ type SpaceLedger struct {
 }
 
 // inUse is the part of a database of size file that the rule counts as in
-// use after the runs of prev: the file less the most their writes held at
-// once (pages freed again once compacted), never less than what the first
-// of them counted, nor more than the file. The file's growth past the
-// runs' peak is others' data, and counts.
+// use after the runs of prev: the file less what their writes grew it by
+// (ownGrowth: pages freed again once compacted), never less than what the
+// first of them counted, nor more than the file. The file's growth past
+// that is others' data, and counts.
 func (prev SpaceLedger) inUse(file int64) int64 {
 	if prev.InUse <= 0 || prev.Peak <= 0 || file <= 0 {
 		return file
 	}
-	return min(file, max(prev.InUse, file-prev.Peak))
+	return min(file, max(prev.InUse, file-ownGrowth(prev.Peak)))
 }
+
+// ownGrowth is the most that writes which held peak bytes at once, as
+// charged (WriteCost), grow etcd's file by: their peak and a quarter more.
+// bbolt keeps a large value in consecutive pages, and the pages a
+// compaction freed are not all reused by the next writes (they are
+// scattered, or a read still holds them): a run of 16 KB objects that
+// held 22.7 MiB grew a defragmented file by 3-4 MiB more (test/quota's
+// fleet). Counted as others' data, that growth shrank the next run's
+// budget by as much.
+func ownGrowth(peak int64) int64 { return peak + peak/ownGrowthDivisor }
+
+// ownGrowthDivisor: the writes' own growth past their peak is at most a
+// quarter of it (ownGrowth), the slack the file's guard allows too
+// (judgeFile).
+const ownGrowthDivisor = 4
 
 // SpaceBudgetFor is the rule: the bytes a run may add to etcd between two
 // compactions (-1: no budget), and the reason a person reads in the
@@ -159,7 +174,7 @@ func SpaceBudgetFor(s EtcdSpace) (int64, string) {
 	s.DatabaseSize = s.Previous.inUse(file)
 	budget, reason := spaceBudgetFor(s)
 	if s.DatabaseSize < file {
-		reason += fmt.Sprintf("; its file is %s: %s of it is pages the runs before this one freed (their writes, up to %s at once, were compacted), which etcd reuses",
+		reason += fmt.Sprintf("; its file is %s: %s of it is pages the runs before this one freed (their writes, up to %s at once and the pages around them, were compacted), which etcd reuses",
 			bytesText(file), bytesText(file-s.DatabaseSize), bytesText(s.Previous.Peak))
 	}
 	return budget, reason
@@ -327,9 +342,9 @@ type fileWatch struct {
 	// quota is etcd's quota as told (0: the default is assumed).
 	quota int64
 	// credited: the budget counts pages freed by the runs before as free
-	// (SpaceLedger); probing: the budget started at its floor (the file
-	// past the ceiling), and grows while the file shows the run's writes
-	// land in free pages.
+	// (SpaceLedger); probing: the budget started under 1/16 of the quota
+	// with the file past the ceiling, and grows while the file shows the
+	// run's writes land in free pages.
 	credited, probing bool
 }
 
@@ -352,7 +367,7 @@ func (w fileWatch) watching() bool { return w.credited || w.probing }
 func judgeFile(w fileWatch, budget, file int64) (fileWatch, int64, string) {
 	used := w.used
 	w.used = 0
-	if allowed := w.allowed; file > allowed+budget/chunkDivisor {
+	if allowed := w.allowed; file > allowed+budget/ownGrowthDivisor {
 		next, reason := SpaceBudgetFor(EtcdSpace{DatabaseSize: file, Quota: w.quota})
 		next = min(next, budget)
 		w.credited, w.probing, w.allowed, w.lastFile = false, false, file+next, file
@@ -434,6 +449,15 @@ func (s *spaceBudget) inherit(prev SpaceLedger) {
 	s.chunks = append(s.chunks, &spaceChunk{bytes: prev.Outstanding, revision: prev.Revision})
 	s.outstanding += prev.Outstanding
 	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
+}
+
+// settle frees the chunks etcd compacted past by now, so that the ledger
+// the run hands on charges the run that follows only writes no compaction
+// freed yet (a chunk is otherwise freed only when a write waits for it).
+func (s *spaceBudget) settle(ctx context.Context) {
+	if ctx.Err() == nil {
+		s.release(ctx, true)
+	}
 }
 
 // Ledger is what the budget tells the run that follows it.
@@ -781,15 +805,17 @@ func (in spaceInputs) newBudget(ctx context.Context, compacted func(context.Cont
 
 // newFileWatch is what a budget of budget, set from a file of size file
 // of which inUse is counted in use, watches: credited when it counted
-// freed pages, probing when the file is past the ceiling (the budget at
-// its floor).
+// freed pages, probing when the file is past the ceiling and the budget
+// under 1/16 of the quota (at its floor, or a credit of a few freed pages
+// only): whatever the ledger counted, the file then shows whether the
+// run's writes land in free pages.
 func newFileWatch(file, inUse, budget, quota int64) fileWatch {
 	q := quota
 	if q <= 0 {
 		q = DefaultEtcdQuota
 	}
 	return fileWatch{allowed: max(file, inUse+budget), lastFile: file, quota: quota,
-		credited: inUse < file, probing: inUse >= ceiling(q) && budget < q/probeCapDivisor}
+		credited: inUse < file, probing: file >= ceiling(q) && budget < q/probeCapDivisor}
 }
 
 // fileSizeReader reads etcd's file size from /metrics (0 when it carries

@@ -130,22 +130,29 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 			Expect(p.storedAs(ctx)).To(Equal(map[string]int{p.group + "/v2": p.n}), "every object is stored as v2")
 			prev = res.Space
 			if i == 0 {
-				first = firstRun{before: fileBefore, took: took, waits: res.CompactionWaits, space: res.Space}
+				first = firstRun{before: fileBefore, took: took, waits: res.CompactionWaits, space: res.Space, budget: res.SpaceBudget}
 				Expect(res.CompactionWaits).To(BeNumerically(">", 0), "the budget paced the first CRD's run")
 				continue
 			}
-			GinkgoWriter.Printf("the fleet's second CRD (etcd's file %s before it): %s, %d compactions waited for; the first (the file %s before it): %s, %d waits (%.2fx the first one's time; not a figure on a loaded machine)\n",
-				mib(fileBefore), took.Round(time.Second), res.CompactionWaits, mib(first.before), first.took.Round(time.Second), first.waits, took.Seconds()/first.took.Seconds())
+			GinkgoWriter.Printf("the fleet's second CRD (etcd's file %s before it): %s, %d compactions waited for, budget %s; the first (the file %s before it): %s, %d waits, budget %s (%.2fx the first one's time)\n",
+				mib(fileBefore), took.Round(time.Second), res.CompactionWaits, mib(res.SpaceBudget), mib(first.before), first.took.Round(time.Second), first.waits, mib(first.budget), took.Seconds()/first.took.Seconds())
 			AddReportEntry("the fleet's second CRD near the ceiling", map[string]any{"first": first.took.String(), "second": took.String(),
 				"ratio": took.Seconds() / first.took.Seconds(), "first waits": first.waits, "second waits": res.CompactionWaits})
 			Expect(res.SpaceBudget).To(BeNumerically(">", quota/64), "the second CRD is not at the floor: %s", res.SpaceBudgetReason)
 			Expect(res.SpaceBudgetReason).To(ContainSubstring("pages the runs before this one freed"), "the budget says what it is based on")
-			// The pace, by the compactions waited for (times depend on the
-			// machine), as for the resumed run. The second run also waits
-			// for the first one's last writes, charged to it until a
-			// compaction frees them (SpaceLedger.Outstanding): up to a
-			// budget more, which a pass of three budgets absorbs.
-			Expect(res.CompactionWaits).To(BeNumerically("<=", first.waits*3/2+1), "the second CRD kept the first one's pace")
+			// etcd's file grew by the first run's writes and by the pages
+			// around them (20-30% more than they were charged): both are
+			// freed again, and the second run's budget counts both.
+			if grown := res.DatabaseSize - first.space.InUse; grown > first.space.Peak {
+				peakOnly := max(quota*3/4-(res.DatabaseSize-first.space.Peak), quota/64)
+				Expect(res.SpaceBudget).To(BeNumerically(">", peakOnly),
+					"the file grew by %s, the first run's writes held %s: the pages around them are the run's, not others' data (%s)", mib(grown), mib(first.space.Peak), res.SpaceBudgetReason)
+			}
+			// It waits once more at most: the first run's last writes are
+			// charged to it until a compaction frees them
+			// (SpaceLedger.Outstanding), up to a budget.
+			Expect(res.CompactionWaits).To(BeNumerically("<=", first.waits+1), "the second CRD kept the first one's pace")
+			Expect(took.Seconds()/first.took.Seconds()).To(BeNumerically("<=", 1.5), "the second CRD took %s, the first %s", took, first.took)
 		}
 	}, SpecTimeout(20*time.Minute))
 
@@ -265,6 +272,7 @@ type firstRun struct {
 	took   time.Duration
 	waits  int
 	space  migration.SpaceLedger // what its writes left, for the run that follows
+	budget int64
 }
 
 // restore does what the error says: compact, defragment, disarm.
@@ -272,7 +280,9 @@ func restore(ctx context.Context) {
 	c := env.Etcd.Client()
 	resp, err := c.Get(ctx, "compact-probe")
 	Expect(err).NotTo(HaveOccurred())
-	_, err = c.Compact(ctx, resp.Header.Revision)
+	// Physical: etcd otherwise deletes the compacted revisions in the
+	// background, and a defragmentation that comes first keeps them.
+	_, err = c.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
 	if err != nil && !errors.Is(err, context.Canceled) {
 		GinkgoWriter.Println("compact:", err)
 	}

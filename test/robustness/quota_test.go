@@ -304,8 +304,7 @@ func (q *nearQuota) removeAt(stages *stageTracker) {
 		_, _ = fmt.Fprintf(GinkgoWriter, "%s: the ballast removed at %s; with it, etcd's database peaked at %s of its %s quota; "+
 			"the run's budget: %s; %d compaction waits\n", time.Now().Format("15:04:05.000"), stage, mib(q.peak), mib(etcdQuota), q.budget, q.waits)
 		q.mu.Unlock()
-		// The migration must not raise it later either (the retirement's
-		// cleanup rewrites every pizza without a budget).
+		// Nothing the graduation writes after may raise it either.
 		for ctx.Err() == nil {
 			q.pollAlarms(ctx)
 			if size, err := dbSize(ctx); err == nil {

@@ -123,7 +123,11 @@ func runSchedule(ctx context.Context, s robustness.Schedule, twin bool) *result 
 	AddReportEntry("schedule", s.String(), ReportEntryVisibilityAlways)
 	DeferCleanup(func() {
 		if CurrentSpecReport().Failed() {
-			AddReportEntry("replay", fmt.Sprintf("make test-robustness SEED=%d SIZE=%s", seed, size.Name), ReportEntryVisibilityAlways)
+			replay := fmt.Sprintf("make test-robustness SEED=%d SIZE=%s", seed, size.Name)
+			if rig != "" {
+				replay += " RIG=" + rig
+			}
+			AddReportEntry("replay", replay, ReportEntryVisibilityAlways)
 		}
 	})
 

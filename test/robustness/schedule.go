@@ -611,9 +611,11 @@ func StormBound(objects, touched, setBacks int) int {
 
 // NearQuotaEnds are the stages etcd-near-quota is removed at: after the
 // main pass, so that the whole pass writes under it, and as late as the
-// retirement, whose managedFields cleanup rewrites every object under the
-// same space budget as the migration.
-var NearQuotaEnds = []Stage{StageSweep, StagePrune, StageRetire}
+// graduation's end, so that the retirement's managedFields cleanup, which
+// rewrites every object under the same space budget as the migration,
+// writes near the quota too (removed as the retirement starts, the ballast
+// left the cleanup room enough to write without its budget).
+var NearQuotaEnds = []Stage{StageSweep, StagePrune, StageGraduated}
 
 // NearQuotaHeadroom is the range of the headroom etcd-near-quota leaves
 // under the quota rig's 64 MiB quota: less than one pass over its padded
