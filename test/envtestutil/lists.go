@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
 
@@ -38,6 +39,10 @@ type ListCall struct {
 	Path string
 	// Continue is the continue token sent; empty for a first page.
 	Continue string
+	// Exact: a read at exactly a resourceVersion (resourceVersionMatch
+	// Exact), as the engine asks whether etcd compacted past a revision,
+	// not a page of the population.
+	Exact bool
 }
 
 // Config returns a copy of cfg whose clients report to the recorder.
@@ -53,7 +58,9 @@ func (l *ListRecorder) Wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Method == http.MethodGet && strings.HasPrefix(req.URL.Path, "/apis/") && req.URL.Query().Has("limit") {
 			l.mu.Lock()
-			l.calls = append(l.calls, ListCall{Path: req.URL.Path, Continue: req.URL.Query().Get("continue")})
+			q := req.URL.Query()
+			l.calls = append(l.calls, ListCall{Path: req.URL.Path, Continue: q.Get("continue"),
+				Exact: q.Get("resourceVersionMatch") == string(metav1.ResourceVersionMatchExact)})
 			l.mu.Unlock()
 		}
 		return rt.RoundTrip(req)

@@ -98,14 +98,18 @@ var _ = Describe("The invariant: nothing counts as migrated unless the API serve
 
 		Expect(result.SweepMode).To(Equal(migration.SweepWatch), result.SweepReason)
 		Expect(result.SweepReason).To(ContainSubstring("the watch from the checkpoint saw every write"))
-		listings := 0
+		listings, reads := 0, 0
 		for _, call := range lists.Of("widgets") {
+			if call.Exact {
+				continue // the space budget asking whether etcd compacted past a revision
+			}
+			reads++
 			if !strings.Contains(call.Path, "/namespaces/") && call.Continue == "" {
 				listings++
 			}
 		}
 		Expect(listings).To(Equal(1), "the population is listed once, by the main pass: %v", lists.Of("widgets"))
-		Expect(len(lists.Of("widgets"))).To(BeNumerically("<=", n/pageSize+2), "a page each, and one empty read of the current revision")
+		Expect(reads).To(BeNumerically("<=", n/pageSize+2), "a page each, and one empty read of the current revision")
 	})
 
 	It("backs off when the API server throttles: the writer limit and the request rate drop, and every object is done", func(ctx SpecContext) {
