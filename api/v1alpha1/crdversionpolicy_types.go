@@ -58,8 +58,9 @@ const (
 	// PriorityBackground is polite to the other clients that write while it
 	// runs. It watches two things: their write rate (counted by etcd's
 	// revision), kept at 55% or more of what they write without the
-	// migration, measured by pausing it for a quarter of a second now and
-	// then; and, while they keep 90% of that rate or more (a client
+	// migration, measured by pausing it for 150 ms every 3 s while they
+	// write (their rate alone is the mean of the last ten pauses: the
+	// server's speed swings over seconds); and, while they keep 90% of that rate or more (a client
 	// writing at its own pace keeps its rate), its own write latency, kept
 	// within 1.7 times the latency of one write of its alone, so that such
 	// a client does not wait long behind it (every client's writes wait in

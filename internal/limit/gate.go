@@ -265,12 +265,15 @@ func (l *Gate) Release(s Signal) {
 	}
 	if l.phase == draining && l.inFlight == 0 {
 		// Every write of the engine's is back: from the last one stored,
-		// the revisions are the others' alone.
-		length := pauseLength
-		if l.lastPause.IsZero() {
-			length = firstPauseLength
+		// the revisions are the others' alone, and the window the pause cut
+		// short has all its writes.
+		if l.closing != nil {
+			l.settle(now)
+			next := l.state
+			next.Reason = Pausing
+			l.setState(next)
 		}
-		l.phase, l.pauseFrom, l.pauseStart, l.pauseUntil = paused, l.revision, l.revisionAt, now.Add(length)
+		l.phase, l.pauseFrom, l.pauseStart, l.pauseUntil = paused, l.revision, l.revisionAt, now.Add(pauseLength)
 	}
 	close(l.wake)
 	l.wake = make(chan struct{})
@@ -312,7 +315,28 @@ func (l *Gate) measure(now time.Time, s Signal) {
 	}
 	// A write started before the limit last changed tells about the old
 	// limit and counts in no window.
-	if now.Add(-s.Latency).Before(l.changed) || l.phase != running {
+	counts := !now.Add(-s.Latency).Before(l.changed) && l.phase == running
+	if counts && !l.win.Start.IsZero() {
+		l.win.Writes++
+		l.latencies += s.Latency
+	}
+	if l.pauseDue(now) {
+		// Due by the clock, not at a window's end: windows close by their
+		// writes, so more of them close where the server runs fast, and a
+		// pause started at one would measure the others where the server
+		// runs fast more often than not. The window it cuts short counts
+		// when it has writes enough, once they are back (Release).
+		if l.closing != nil {
+			l.settle(now)
+		}
+		if l.phase == running {
+			cut := l.closeWindow(now, minCutWrites)
+			l.startPause()
+			l.closing = cut
+		}
+		return
+	}
+	if !counts {
 		return
 	}
 	if l.win.Start.IsZero() {
@@ -321,8 +345,6 @@ func (l *Gate) measure(now time.Time, s Signal) {
 		l.openWindow(now)
 		return
 	}
-	l.win.Writes++
-	l.latencies += s.Latency
 	if l.win.Writes < max(minWindowWrites, windowWritesPerWriter*l.state.Limit) || now.Sub(l.win.Start) < minWindowTime {
 		return
 	}
@@ -332,15 +354,33 @@ func (l *Gate) measure(now time.Time, s Signal) {
 			return // the limit changed, or a pause began
 		}
 	}
-	w := l.win
-	w.End = now
-	w.Writers = l.writerTime / now.Sub(w.Start).Seconds()
-	w.Latency = l.latencies / time.Duration(w.Writes)
-	l.closing = &closingWindow{w: w, from: l.storedFrom, to: l.revision, own: l.ownStored, left: l.inFlight}
+	l.closing = l.closeWindow(now, 0)
 	l.openWindow(now)
 	if l.inFlight == 0 {
 		l.settle(now)
 	}
+}
+
+// closeWindow closes the window being measured at now, to be decided once
+// the writes in flight are back, or returns nil when it has fewer than
+// minWrites writes or lasted under minWindowTime.
+func (l *Gate) closeWindow(now time.Time, minWrites int) *closingWindow {
+	if l.win.Start.IsZero() || l.win.Writes == 0 || l.win.Writes < minWrites || now.Sub(l.win.Start) < minWindowTime {
+		return nil
+	}
+	w := l.win
+	w.End = now
+	w.Writers = l.writerTime / now.Sub(w.Start).Seconds()
+	w.Latency = l.latencies / time.Duration(w.Writes)
+	return &closingWindow{w: w, from: l.storedFrom, to: l.revision, own: l.ownStored, left: l.inFlight}
+}
+
+// pauseDue reports whether a pause is due by the clock: PauseEvery since
+// the last one (the first is firstPauseDue's, and 0, at once, the rule's
+// when it decides a window).
+func (l *Gate) pauseDue(now time.Time) bool {
+	return l.priority == Background && !l.fixed && l.phase == running && l.revision > 0 &&
+		!l.lastPause.IsZero() && l.state.PauseEvery > 0 && now.Sub(l.lastPause) >= l.state.PauseEvery
 }
 
 // settle decides the window closed last. The first window has no revision

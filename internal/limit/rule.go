@@ -43,18 +43,31 @@ import (
 //     every pauseEvery the engine stops sending, lets its writes in flight
 //     finish, waits pauseLength, and sends one write; the revisions between
 //     its last write before the pause and that one are the others' writes
-//     alone (a Paused Window).
-//   - While the engine writes, the windows at one limit compare the others'
-//     rate with their rate alone. Below keptMin of it the limit comes down
-//     (reason Yielding) to where the others would keep keptTarget; while
-//     they keep more than that, it steps up. The step is sized by the model
-//     of requests sharing a server: beside the engine's L writers the others
-//     keep 1/(1 + kL) of their rate, whatever k is (their number, the cost
-//     of the engine's writes against theirs), so the windows tell where the
-//     target lies.
+//     alone (a Paused Window). A pause is due by the clock, not at a
+//     window's end: windows close by their writes, so more of them close
+//     where the server runs fast, and pauses started there would measure
+//     the others at the server's best more often than not. Their rate alone
+//     is the mean of the last alonePauses pauses: a pause is a fraction of
+//     a second and a server's speed swings over seconds, for every client at
+//     once, so one pause reads the others where the swing is, and the mean
+//     of many reads them across it.
+//   - While the engine writes, the windows compare the others' rate with
+//     their rate alone. The comparison is sized by the model of requests
+//     sharing a server: beside the engine's L writers the others keep
+//     1/(1 + kL) of their rate, whatever k is (their number, the cost of the
+//     engine's writes against theirs). Every window, at whatever limit,
+//     tells k, and k is fitted over the windows of the last fitFor
+//     (othersFit), longer than the server's swings: a window or two read
+//     the swing as much as the engine. Where the fit puts the others under
+//     keptMin of their rate alone the limit comes down (reason Yielding) to
+//     where they would keep keptTarget; while they keep more than that, it
+//     steps up. A harm past twice its bound in the windows at one limit is
+//     acted on at once.
 //   - A client that writes at its own pace keeps its rate, but its writes
-//     wait in the same queue as the engine's: while the others keep 90% of
-//     their rate or more, the engine's own write latency against its
+//     wait in the same queue as the engine's: while the others would keep
+//     90% of their rate or more beside twice the engine's writers (by the
+//     fit: beside one or two, 8 closed-loop writers keep about 90%), the
+//     engine's own write latency against its
 //     latency alone (the pauses' writes) judges that too (reason Queueing;
 //     verdict.go), and the stricter of the two wins. Clients whose rate
 //     falls with the engine's writes are closed-loop: their rate is the
@@ -90,8 +103,8 @@ import (
 //     (else they average; the base drops a write a stall slowed). The
 //     first pause itself stays: the run's reads before its first write
 //     span tens of milliseconds, too few to count the others' writes by,
-//     and the first pause is shorter than the others (firstPauseLength):
-//     150 ms and one write, about 2% of a run of 6,000 objects.
+//     and it is short (pauseLength): 150 ms and one write, about 2% of a
+//     run of 6,000 objects.
 //
 // Full climbs to the most writers its limits allow, doubling each window
 // (by quarters once the server has pushed back), and comes down only on
@@ -116,24 +129,26 @@ const (
 	// rate leave the server idle.
 	idleOthers = 0.1
 	// pauseLength is how long the engine stops sending to measure the
-	// others alone, after its writes in flight finished. pauseEvery is how
-	// often while others write (a pause costs about pauseLength plus a
-	// write's latency: under 4% of a run), and maxPauseEvery while they do
-	// not: each pause that finds the server idle doubles the interval up to
-	// it. A client that arrives is seen sooner than that when it writes a
-	// tenth of the engine's rate beside it (the next window asks for a
-	// pause); a client the engine starves below that waits for the next
-	// pause, at most maxPauseEvery.
-	pauseLength = 250 * time.Millisecond
-	// firstPauseLength is the first pause's: it decides whether the server
-	// is idle (others under a tenth of one writer's rate: a few writes over
-	// it) and where a busy server's start begins, and the second pause, a
-	// second later when others write, measures them again for the
-	// quarter-second. On an idle server it is the only pause of a short
-	// run: at 250 ms it was over 5% of a run of 3,000 small objects.
-	firstPauseLength = 150 * time.Millisecond
-	pauseEvery       = 10 * time.Second
-	maxPauseEvery    = 40 * time.Second
+	// others alone, after its writes in flight finished: long enough to
+	// tell an idle server (others under a tenth of one writer's rate: a few
+	// writes over it), short enough that the only pause of a short run on an
+	// idle server costs it little (at 250 ms it was over 5% of a run of
+	// 3,000 small objects). pauseEvery is how often while others write: a
+	// pause costs about pauseLength plus two writes' latency, about 6% of
+	// the engine's time beside others, and alonePauses of them span
+	// alonePauses*pauseEvery, many swings of a server's speed.
+	// idlePauseEvery is the interval after a pause that found the server
+	// idle, and maxPauseEvery the most it grows to: each pause that finds it
+	// idle again doubles it. A client that arrives is seen sooner than that
+	// when it writes a tenth of the engine's rate beside it (the next window
+	// asks for a pause); a client the engine starves below that waits for
+	// the next pause, at most maxPauseEvery.
+	pauseLength    = 150 * time.Millisecond
+	pauseEvery     = 3 * time.Second
+	idlePauseEvery = 20 * time.Second
+	maxPauseEvery  = 40 * time.Second
+	// alonePauses is how many pauses the others' rate alone is the mean of.
+	alonePauses = 10
 	// secondPauseAfter is how soon the second pause follows a first one
 	// that found others writing (State.pauses).
 	secondPauseAfter = time.Second
@@ -144,10 +159,10 @@ const (
 	// before it climbs again.
 	holdWindows = 3
 	// ceilingFor is how long a ceiling bounds the climbs, and how close
-	// two failed probes must come to set one (State.Ceiling): three
-	// pauses' worth while others write, so that the others pay for a probe
-	// above what they bear every 30 s rather than every second.
-	ceilingFor = 3 * pauseEvery
+	// two failed probes must come to set one (State.Ceiling), so that the
+	// others pay for a probe above what they bear every 30 s rather than
+	// every second.
+	ceilingFor = 30 * time.Second
 	// minWindowWrites, windowWritesPerWriter and minWindowTime make a
 	// window: at least 64 writes, four per writer, over at least 100 ms. The
 	// engine's rate is the mean of every write's latency (Little's law),
@@ -156,6 +171,10 @@ const (
 	minWindowWrites       = 64
 	windowWritesPerWriter = 4
 	minWindowTime         = 100 * time.Millisecond
+	// minCutWrites is the fewest writes a window a pause cut short needs
+	// to count: beside busy clients the engine's windows at one writer
+	// take seconds, and a pause every few seconds would cut every one.
+	minCutWrites = 8
 )
 
 // Initial is the adaptive limit's first value with priority Full, and
@@ -283,12 +302,18 @@ type State struct {
 	// not by doubling.
 	Gentle bool
 	// Measured: a pause measured the others alone. Alone is their write
-	// rate then, the mean of the last two pauses (a pause is a quarter of a
-	// second, and a server's speed swings); Last is the last pause's. Idle: the last
-	// pause found them under a tenth of the engine's rate.
+	// rate then, the mean of the last alonePauses pauses since the server
+	// last turned idle or busy (alones, AlonePauses counts them); Last is
+	// the last pause's. Idle: the last pause found them under a tenth of
+	// the engine's rate.
 	Measured    bool
 	Alone, Last float64
+	AlonePauses int
+	alones      [alonePauses]float64
 	Idle        bool
+	// fit is k of the model, fitted over the windows of the last fitFor
+	// (othersFit).
+	fit othersFit
 	// Base is the engine's write latency alone: the pauses' write, sent
 	// with no other write of its own in flight, the mean of the last
 	// basePauses without those a stall slowed (baseOf); 0 until a pause
@@ -398,7 +423,8 @@ func nextLimit(s State, w Window, priority Priority, maxLimit int) State {
 		return s
 	}
 	s.AtLimit = s.AtLimit.add(w, s.Limit)
-	v := judge(s.AtLimit, s.Alone, s.Base)
+	s.fit = s.fit.add(w, s.Limit)
+	v := judge(s.AtLimit, s.fit, s.Alone, s.Base)
 	if s.SlowStart {
 		if !v.harmed() && v.writers >= 2*float64(s.Limit) {
 			return s.climbMeasured(maxLimit, maxLimit, true)
@@ -495,13 +521,9 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 	if s.pauses == 1 && setupMarked(alone, s.Last) {
 		// The first pause's measure followed the run's setup, and the
 		// second's disagrees: it replaces it rather than average.
-		s.Measured, s.AtLimit = false, AtLimit{}
+		s.Measured, s.AtLimit, s.fit, s.AlonePauses = false, AtLimit{}, othersFit{}, 0
 	}
 	s.pauses = min(s.pauses+1, 2)
-	s.Alone = alone
-	if s.Measured {
-		s.Alone = (alone + s.Last) / 2
-	}
 	s.Measured, s.Last = true, alone
 	if w.Latency > 0 {
 		s.bases[s.BasePauses%basePauses] = w.Latency
@@ -518,6 +540,13 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 	}
 	wasIdle := s.Idle
 	s.Idle = alone < idleOthers*rate
+	if s.Idle != wasIdle {
+		// The others came or went: the pauses before measured someone else.
+		s.AlonePauses, s.fit = 0, othersFit{}
+	}
+	s.alones[s.AlonePauses%alonePauses] = alone
+	s.AlonePauses++
+	s.Alone = mean(s.alones[:min(s.AlonePauses, alonePauses)])
 	if first {
 		s.SlowStart = !s.Idle
 		if s.Idle && s.Limit < Initial {
@@ -537,9 +566,9 @@ func (s State) paused(w Window, priority Priority, maxLimit int) State {
 	case !s.Idle:
 		s.PauseEvery = pauseEvery
 	case wasIdle:
-		s.PauseEvery = min(maxPauseEvery, 2*max(s.PauseEvery, pauseEvery))
+		s.PauseEvery = min(maxPauseEvery, 2*max(s.PauseEvery, idlePauseEvery/2))
 	default:
-		s.PauseEvery = 2 * pauseEvery
+		s.PauseEvery = idlePauseEvery
 	}
 	if s.Reason == Pausing {
 		s.Reason = Holding
@@ -563,6 +592,15 @@ func baseOf(writes []time.Duration) time.Duration {
 		}
 	}
 	return sum / time.Duration(n)
+}
+
+// mean is the mean of xs.
+func mean(xs []float64) float64 {
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 // setupMarked reports whether two pauses' measures of one thing disagree by

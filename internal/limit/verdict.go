@@ -16,13 +16,17 @@ limitations under the License.
 
 package limit
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // While others write, Background judges the windows measured at one limit
 // two ways, and the stricter wins:
 //
 //   - The others' rate against their rate alone (a closed-loop client slows
-//     down beside the engine): below keptMin the limit comes down to where
+//     down beside the engine), read through the model's k fitted over the
+//     last fitFor (othersFit): below keptMin the limit comes down to where
 //     they would keep keptTarget.
 //   - The engine's own write latency against its latency alone, the base
 //     (a client that writes at its own pace keeps its rate, but waits behind
@@ -34,10 +38,11 @@ import "time"
 //     latencyMax times the base the limit comes down to where the latency
 //     would be latencyTarget times it.
 //
-// Both judge the mean of the windows at the limit (the last judgedWindows
-// weighted alike), not one window: the API server's speed swings for every
-// client at once, and one window compared with a quarter-second pause reads
-// that swing as harm or as room.
+// Neither judges one window: the API server's speed swings for every client
+// at once, and one window compared with a pause reads that swing as harm or
+// as room. The latency judges the mean of the windows at the limit (the
+// last judgedWindows weighted alike); the rate, the fit over fitFor, which
+// takes in the windows at every limit it held.
 const (
 	// latencyMax, latencyTarget: the engine's mean write latency over its
 	// base above which the limit comes down, and where it comes down to
@@ -49,6 +54,11 @@ const (
 	// limit is the swing's as much as the engine's).
 	judgedWindows = 4
 	minJudged     = 2
+	// fitFor is the time constant of the fit of k: the windows' weight in
+	// it halves every 0.7 fitFor. Several swings of a server's speed (1 to
+	// 5 s on the envtest control plane), and short enough to follow a
+	// client that comes or goes within a few pauses.
+	fitFor = 10 * time.Second
 	// basePauses is how many pauses the base is the mean of; stallSpread
 	// how much longer than the least of them a pause's write may take and
 	// still count in it (baseOf): past the spread of one write's latency
@@ -71,10 +81,7 @@ type AtLimit struct {
 
 // add takes in one window's measure.
 func (a AtLimit) add(w Window, limit int) AtLimit {
-	writers := float64(limit)
-	if w.Writers > 0 {
-		writers = min(writers, w.Writers) // the engine may not fill its slots
-	}
+	writers := writersOf(w, limit)
 	a.Windows++
 	if a.Windows == 1 || w.Others() < 0 || a.Others < 0 {
 		return AtLimit{Windows: a.Windows, Others: w.Others(), Latency: w.Latency, Writers: writers}
@@ -84,6 +91,59 @@ func (a AtLimit) add(w Window, limit int) AtLimit {
 	a.Latency += time.Duration(weight * float64(w.Latency-a.Latency))
 	a.Writers += weight * (writers - a.Writers)
 	return a
+}
+
+// othersFit fits k, the others' slowdown per writer of the engine's in the
+// model of requests sharing a server (beside L writers they keep
+// 1/(1 + kL) of their rate alone), through the windows the engine wrote
+// in, at whatever limit, each weighted by its length and by
+// exp(-age/fitFor). The fit is a ratio of sums of the others' writes, not a
+// mean of the windows' ratios: windows in a swing's low would dominate
+// those.
+type othersFit struct {
+	// seconds is the windows' weighted length, writes the others' writes
+	// in them, and writerWrites those times the engine's writers then.
+	seconds, writes, writerWrites float64
+	at                            time.Time
+}
+
+// add takes in a window at limit (or its mean writers in flight, when the
+// engine did not fill its slots).
+func (f othersFit) add(w Window, limit int) othersFit {
+	others := w.Others()
+	if others < 0 {
+		return f
+	}
+	decay := 0.0
+	if !f.at.IsZero() {
+		decay = math.Exp(-w.End.Sub(f.at).Seconds() / fitFor.Seconds())
+	}
+	d := w.End.Sub(w.Start).Seconds()
+	f.seconds = decay*f.seconds + d
+	f.writes = decay*f.writes + others*d
+	f.writerWrites = decay*f.writerWrites + writersOf(w, limit)*others*d
+	f.at = w.End
+	return f
+}
+
+// kept is the share of their rate alone the fit says the others keep beside
+// writers: from alone = others (1 + k writers), summed over the windows,
+// k = (alone seconds - writes) / writerWrites.
+func (f othersFit) kept(alone, writers float64) float64 {
+	if f.writerWrites <= 0 || alone <= 0 {
+		return -1
+	}
+	k := max(0, alone*f.seconds-f.writes) / f.writerWrites
+	return 1 / (1 + k*writers)
+}
+
+// writersOf is the engine's writers in a window at limit: the limit, or the
+// mean in flight when the engine did not fill its slots.
+func writersOf(w Window, limit int) float64 {
+	if w.Writers > 0 {
+		return min(float64(limit), w.Writers)
+	}
+	return float64(limit)
 }
 
 // verdict is what the judge makes of the windows at one limit: the most
@@ -122,9 +182,9 @@ func (v verdict) stricter(o verdict) verdict {
 	return v
 }
 
-// judge reads the windows at the limit: the others' rate against their
-// rate alone, and the engine's latency against its base when a pause
-// measured it. When the others' rate answers the engine's writes (they
+// judge reads the others' rate against their rate alone through the fit,
+// or the windows at the limit when the harm there is severe, and the
+// engine's latency at the limit against its base when a pause measured it. When the others' rate answers the engine's writes (they
 // keep under responsive of it), they are closed-loop clients, whose rate is
 // their writers over their latency: their rate measures the harm, and the
 // latency judge only speaks when severe. The engine's own latency says
@@ -133,11 +193,26 @@ func (v verdict) stricter(o verdict) verdict {
 // keep the server busier than the pause left it), so the latency judge
 // alone would hold one writer where the others keep three quarters of
 // their rate.
-func judge(a AtLimit, alone float64, base time.Duration) verdict {
-	kept := a.Others / alone
+func judge(a AtLimit, f othersFit, alone float64, base time.Duration) verdict {
+	atLimit := byRate(a.Others/alone, a.Writers)
+	kept := f.kept(alone, a.Writers)
+	if kept < 0 {
+		kept = a.Others / alone
+	}
 	v := byRate(kept, a.Writers)
+	if atLimit.severe {
+		v = v.stricter(atLimit)
+	}
+	// Whether their rate answers the engine's writes shows where it
+	// answers: beside one or two writers 8 closed-loop writers keep 90%
+	// of their rate, and the latency judge would hold the engine there.
+	// The fit says what they would keep beside twice the writers.
+	paced := kept >= responsive
+	if k := f.kept(alone, 2*a.Writers); k >= 0 {
+		paced = k >= responsive
+	}
 	if base > 0 && a.Latency > 0 {
-		if l := byLatency(a.Latency, base, a.Writers); kept >= responsive || l.severe {
+		if l := byLatency(a.Latency, base, a.Writers); paced || l.severe {
 			v = v.stricter(l)
 		}
 	}
