@@ -394,14 +394,16 @@ type MigrationSettings struct {
 	SettleDelay *metav1.Duration `json:"settleDelay,omitempty"`
 
 	// RoundTripProof is how many objects the round-trip proof converts
-	// before the first migration write: Sample (the default) proves a
-	// sample that carries every field path and every value class present in
-	// the objects (per path its zero value, a null, each value of an
-	// enum-like path, the extremes, an empty and a one-item list or map);
-	// Every proves every object, which costs about as much as the
-	// migration.
+	// before the first migration write: Every (the default) converts every
+	// object there and back, in batched conversion reviews while the next
+	// page is read; Sample proves only a sample that carries every field
+	// path and every value class present in the objects (per path its zero
+	// value, a null, each value of an enum-like or declared enum path, each
+	// JSON type, the extremes, an empty and a one-item list or map), which
+	// is faster on a large population but blind to a loss that only a
+	// value outside those classes triggers.
 	// +optional
-	// +kubebuilder:default=Sample
+	// +kubebuilder:default=Every
 	RoundTripProof RoundTripProofScope `json:"roundTripProof,omitempty"`
 
 	// AcceptLoss lists the field paths whose loss by the conversion the
@@ -423,11 +425,11 @@ type MigrationSettings struct {
 type RoundTripProofScope string
 
 const (
+	// RoundTripProofEvery proves every object: the default.
+	RoundTripProofEvery RoundTripProofScope = "Every"
 	// RoundTripProofSample proves a sample carrying every field path and
 	// every value class present in the objects.
 	RoundTripProofSample RoundTripProofScope = "Sample"
-	// RoundTripProofEvery proves every object.
-	RoundTripProofEvery RoundTripProofScope = "Every"
 )
 
 // EtcdQuotaBytes is EtcdQuota in bytes, or fallback (the operator's
@@ -671,11 +673,19 @@ type RoundTripStatus struct {
 	// Target is the version the round trip went through.
 	// +optional
 	Target string `json:"target,omitempty"`
-	// Source is how the objects were converted: DryRun (a dry-run write
-	// once the target stores), Webhook (the conversion webhook asked
-	// directly) or Pruning (strategy None: the target schema's pruning).
+	// Source is how the objects were converted: Webhook (the conversion
+	// webhook asked directly), Pruning (strategy None: each schema's
+	// pruning and defaulting) or DryRun (a dry-run write once the target
+	// stores).
 	// +optional
 	Source string `json:"source,omitempty"`
+	// Scope is Every when every object was proven, Sample for a sample.
+	// +optional
+	Scope RoundTripProofScope `json:"scope,omitempty"`
+	// DryRun is the number of sampled objects a dry-run write proved too,
+	// beside the conversion asked directly (once the target stores).
+	// +optional
+	DryRun int64 `json:"dryRun,omitempty"`
 	// Versions are the old versions proven.
 	// +optional
 	// +listType=atomic

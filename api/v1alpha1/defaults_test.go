@@ -45,7 +45,7 @@ func TestSchemaDefaultsAreTheEnginesDefaults(t *testing.T) {
 		"spec.migration.writeTo":        string(migration.WriteToObject),
 		"spec.migration.engine":         string(graduatorv1alpha1.EngineGraduator),
 		"spec.migration.settleDelay":    graduation.DefaultSettleDelay.String(),
-		"spec.migration.roundTripProof": string(graduatorv1alpha1.RoundTripProofSample),
+		"spec.migration.roundTripProof": string(graduatorv1alpha1.RoundTripProofEvery),
 	} {
 		node := schemaNode(t, schema, path)
 		if node.Default == nil {

@@ -73,13 +73,17 @@ objects at that version and converts them old -> target -> old, the round trip a
 migration makes permanent, then compares each with itself. A field that comes back missing or
 different is lost; a field the conversion adds (a default) is not, nor is server-owned metadata.
 
-One paged pass keeps a sample that carries every field path and every value class present in
-the objects: per path its zero value, a null, each value of a path holding no more than 16,
-the smallest and largest number, the longest string, an empty, a one-item and the longest
-list or map (--every proves every object). When the target is already the storage version,
-each object is round-tripped by a dry-run no-op write at its old version; before, the CRD's
-conversion webhook is asked directly, both ways, and each schema's pruning and defaulting
-applied (with strategy None, only those). Nothing is written.
+Every object is proven: one paged pass reads them whole, and each page is sent to the CRD's
+conversion webhook both ways in batched reviews while the next page is read, each answer
+pruned and defaulted by its version's schema as the API server does (with strategy None, only
+the pruning and defaulting). Once the target is the storage version, the objects carrying
+every value class are also round-tripped by a dry-run no-op write at their old version, the
+API server's own path; and where this process cannot reach the webhook (a Service's name from
+outside the cluster), every object is. --sample proves only a sample that carries every field
+path and value class: per path its zero value, a null, each value of a path holding no more
+than 16 and each value of an enum the schema declares, each JSON type, the smallest and
+largest number, the longest string, an empty, a one-item and the longest list or map. Nothing
+is written.
 
 A conversion whose output depends on anything but the object cannot be proven this way.
 
@@ -106,7 +110,11 @@ input (bad flags included) or when the proof could not be made (a webhook unreac
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
 	cmd.Flags().StringVarP(&o.output, "output", "o", o.output, "Output format: text, json or markdown.")
 	cmd.Flags().StringVar(&o.proof.Target, "to", "", "The version the graduation goes to; the CRD's storage version when empty.")
-	cmd.Flags().BoolVar(&o.proof.Every, "every", false, "Prove every object, not a sample carrying every field path and value class.")
+	cmd.Flags().BoolVar(&o.proof.Sample, "sample", false,
+		"Prove a sample carrying every field path and value class, not every object: faster, blind to a loss only a value outside the classes triggers.")
+	// Every object is the default now; the flag stays for scripts that set it.
+	cmd.Flags().Bool("every", true, "Prove every object (the default).")
+	_ = cmd.Flags().MarkDeprecated("every", "every object is proven by default; --sample opts out")
 	cmd.Flags().StringArrayVar(&o.proof.AcceptLoss, "accept-loss", nil,
 		"A field path whose loss is accepted (repeatable): a JSON pointer with * for list items, such as /status/conditions/*/reason.")
 	cmd.Flags().Int64Var(&o.proof.PageSize, "page-size", o.proof.PageSize, "Objects per LIST page.")
@@ -190,9 +198,9 @@ func (o *ProveOptions) Run(ctx context.Context) error {
 }
 
 func writeProofText(w io.Writer, r roundtrip.Result) error {
-	_, _ = fmt.Fprintf(w, "%s (%s) through %s, by %s\n", r.CRD, r.Kind, r.Target, r.Source)
+	_, _ = fmt.Fprintf(w, "%s (%s) through %s, by %s, %s\n", r.CRD, r.Kind, r.Target, r.Source, scope(r))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "VERSION\tLISTED\tSAMPLED\tPATHS\tLOST\tACCEPTED")
+	_, _ = fmt.Fprintln(tw, "VERSION\tLISTED\tPROVEN\tPATHS\tLOST\tACCEPTED")
 	for _, v := range r.Versions {
 		_, _ = fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", v.Version, v.Listed, v.Sampled, v.Paths, len(v.Losses), len(v.Accepted))
 	}
@@ -215,8 +223,16 @@ func writeProofText(w io.Writer, r roundtrip.Result) error {
 }
 
 func lossDetail(l roundtrip.Loss, v roundtrip.VersionResult) string {
-	return fmt.Sprintf("%d of %d sampled (%d of %d listed carry it): %s", l.Objects, v.Sampled, l.Carriers, v.Listed,
+	return fmt.Sprintf("%d of %d proven (%d of %d listed carry it): %s", l.Objects, v.Sampled, l.Carriers, v.Listed,
 		strings.Join(l.Examples, ", "))
+}
+
+// scope says which objects were proven.
+func scope(r roundtrip.Result) string {
+	if r.Every {
+		return "every object"
+	}
+	return "a sample"
 }
 
 func writeProofMarkdown(w io.Writer, r roundtrip.Result) error {
@@ -225,9 +241,9 @@ func writeProofMarkdown(w io.Writer, r roundtrip.Result) error {
 		icon = "❌"
 	}
 	var b strings.Builder
-	_, _ = fmt.Fprintf(&b, "### %s Round trip of `%s` through %s (%s)\n\n%s\n\n", icon, r.CRD, r.Target, r.Source, r.Message())
+	_, _ = fmt.Fprintf(&b, "### %s Round trip of `%s` through %s (%s, %s)\n\n%s\n\n", icon, r.CRD, r.Target, r.Source, scope(r), r.Message())
 	if len(r.Versions) > 0 {
-		b.WriteString("| version | listed | sampled | paths | lost | accepted |\n| --- | --- | --- | --- | --- | --- |\n")
+		b.WriteString("| version | listed | proven | paths | lost | accepted |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, v := range r.Versions {
 			_, _ = fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d |\n", v.Version, v.Listed, v.Sampled, v.Paths, len(v.Losses), len(v.Accepted))
 		}

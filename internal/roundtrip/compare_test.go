@@ -245,13 +245,13 @@ func unstructuredOf(t *testing.T, s string) *unstructured.Unstructured {
 }
 
 func TestStatus(t *testing.T) {
-	r := Result{Target: "v2", Source: SourceWebhook, Versions: []VersionResult{
+	r := Result{Target: "v2", Source: SourceWebhook, Every: true, Versions: []VersionResult{
 		{Version: "v1", Sampled: 3, Paths: 5, Accepted: []Loss{{Path: "/spec/rare", Objects: 1, Carriers: 31, Examples: []string{"ns/a"}}}},
 		{Version: "v1beta1", Sampled: 2, Paths: 4, Losses: []Loss{{Path: "/spec/x", Objects: 2, Carriers: 2, Examples: []string{"ns/b", "ns/c"}}}},
 	}}
 	now := metav1.Now()
 	got := r.Status(7, now)
-	want := graduatorv1alpha1.RoundTripStatus{CRDGeneration: 7, Target: "v2", Source: "Webhook", Versions: []string{"v1", "v1beta1"},
+	want := graduatorv1alpha1.RoundTripStatus{CRDGeneration: 7, Target: "v2", Source: "Webhook", Scope: "Every", Versions: []string{"v1", "v1beta1"},
 		Sampled: 5, Paths: 9, Lossless: false, ProvedAt: &now,
 		Losses:   []graduatorv1alpha1.FieldLoss{{Path: "/spec/x", Version: "v1beta1", Objects: 2, Carriers: 2, Examples: []string{"ns/b", "ns/c"}}},
 		Accepted: []graduatorv1alpha1.FieldLoss{{Path: "/spec/rare", Version: "v1", Objects: 1, Carriers: 31, Examples: []string{"ns/a"}}},

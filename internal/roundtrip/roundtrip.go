@@ -19,33 +19,44 @@ limitations under the License.
 // version objects are still stored in, an object read at that version (A)
 // is compared with the same object converted old -> storage version -> old
 // (B). A field of A that B lacks or holds another value at is lost, and
-// the migration would make the loss permanent for every object.
+// the migration would make the loss permanent.
 //
-// Which objects: one paged pass over the population keeps a sample that
-// covers every value class present (an object is kept when it brings a
-// class no kept object brings: per path its zero value, an explicit null,
-// each value of an enum-like path, the smallest and largest number, the
-// longest string, an empty, a one-item and the longest list or map; see
-// Sample.Add), or, with Options.Every, every object is proven page by page.
+// Which objects: every object, by default. One paged pass reads the
+// objects whole at the old version; each page is converted there and back
+// in batched ConversionReviews (several in flight) while the next page is
+// read, so the proof costs one read of the population and two conversions
+// per object in batches of reviewBatch. Options.Sample opts out for a
+// sample that covers every value class present (an object is kept when it
+// brings a class no kept object brings: per path its zero value, an
+// explicit null, each value of an enum-like path and each value of an enum
+// the schema declares, each JSON type of the path (both forms of an
+// int-or-string), the smallest and largest number, the longest string, an
+// empty, a one-item and the longest list or map; see Sample.Add).
 //
-// Where B comes from: once the target is the storage version, a dryRun=All
-// no-op write of the object at its old version (the migration's own write,
-// which the API server encodes to the storage version and decodes back);
-// before, the CRD's conversion webhook asked directly with the
+// Where B comes from: the CRD's conversion webhook asked directly with the
 // ConversionReviews the API server would send, in both directions, each
 // answer pruned and defaulted by the schema of its version as the API
-// server does on reading (with strategy None only these apply).
+// server does on reading (with strategy None only these apply). Once the
+// target is the storage version, the class sample is also proven by a
+// dryRun=All no-op write of the object at its old version, the
+// migration's own write, which the API server encodes to the storage
+// version and decodes back: the faithful path, on the objects that carry
+// every class, beside the emulated one on every object. When this process
+// cannot reach the webhook (a Service's name from outside the cluster)
+// after the switch, every object is proven by the dry run instead.
 //
 // What it cannot see: a conversion whose output depends on anything but
-// the object (the time, another object, the webhook's own state), a field
-// path no object carries yet, and, with a sample, a loss that depends on a
-// value outside the classes (one of many values of a path, a combination of
-// values at two paths; Options.Every sees it). Prove writes nothing.
+// the object (the time, another object, the webhook's own state), an
+// object created or changed after the pass read it (the migration proves
+// those itself before writing them), and, with a sample, a loss that
+// depends on a value outside the classes (one of many values of a path, a
+// combination of values at two paths). Prove writes nothing.
 package roundtrip
 
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -73,9 +84,10 @@ type Options struct {
 	// ValidPath) whose loss the policy's authors accept: such a loss is
 	// reported in Accepted, not in Losses. A path accepts the paths under it.
 	AcceptLoss []string
-	// Every proves every object instead of a sample covering every value
-	// class (see Sample.Add).
-	Every bool
+	// Sample proves a sample covering every value class (see Sample.Add)
+	// instead of every object: faster on a large population, blind to a
+	// loss that only a value outside the classes triggers.
+	Sample bool
 	// PageSize is the LIST page size; paging.DefaultPageSize when 0.
 	PageSize int64
 	// WriteTo is where the dry-run no-op writes go, as the migration's
@@ -85,9 +97,8 @@ type Options struct {
 	Concurrency int
 	// Source, when set, is where B comes from whatever the storage version:
 	// SourceWebhook (or SourcePruning, the same for strategy None) asks the
-	// conversion before the storage switch settled, when a dry run could
-	// still be encoded in the old version. Empty picks by the storage
-	// version (see Prove).
+	// conversion directly; SourceDryRun dry-runs the write of each object
+	// proven. Empty picks by the scope and the storage version (see Prove).
 	Source Source
 	// WebhookTransport, when set, wraps the transport of the requests to
 	// the conversion webhook (to observe them, or to reach a service
@@ -102,11 +113,11 @@ const (
 	// SourceDryRun is a dryRun=All no-op write at the old version, once the
 	// target is the storage version.
 	SourceDryRun Source = "DryRun"
-	// SourceWebhook is the CRD's conversion webhook asked directly, with the
-	// target schema's pruning, before the storage switch.
+	// SourceWebhook is the CRD's conversion webhook asked directly, with
+	// each version's pruning and defaulting.
 	SourceWebhook Source = "Webhook"
-	// SourcePruning is strategy None before the storage switch: only the
-	// target schema's pruning.
+	// SourcePruning is strategy None asked directly: only each version's
+	// pruning and defaulting.
 	SourcePruning Source = "Pruning"
 )
 
@@ -118,6 +129,8 @@ type Result struct {
 	// Target is the version proven through.
 	Target string `json:"target"`
 	Source Source `json:"source"`
+	// Every is true when every object was proven, false for a sample.
+	Every bool `json:"every"`
 	// Versions has one entry per old version proven.
 	Versions []VersionResult `json:"versions"`
 	// Unserved are old versions objects are stored in that are not served,
@@ -131,9 +144,12 @@ type VersionResult struct {
 	// Version.
 	Version string `json:"version"`
 	// Listed is the number of objects the pass read; Sampled how many of
-	// them were round-tripped and compared.
+	// them were round-tripped and compared (all of them when every object
+	// is proven); DryRun how many of those the dry-run write proved too
+	// (the class sample, once the target stores).
 	Listed  int `json:"listed"`
 	Sampled int `json:"sampled"`
+	DryRun  int `json:"dryRun,omitempty"`
 	// Paths is the number of distinct field paths the objects carry, every
 	// one carried by at least one sampled object.
 	Paths int `json:"paths"`
@@ -188,15 +204,18 @@ func (r Result) AcceptedLosses() []Loss {
 }
 
 // Message is one sentence a person reads in a condition or a test failure,
-// such as "v1 -> v2 -> v1 loses /status/conditions on 54 of 54 sampled
-// CronJobs (default/a, default/b)".
+// such as "v1 -> v2 -> v1 loses /status/conditions on 54 of 54 CronJobs
+// (default/a, default/b)" ("of 54 sampled CronJobs" for a sample).
 func (r Result) Message() string {
 	kinds := plural(r.Kind)
+	if !r.Every {
+		kinds = "sampled " + kinds
+	}
 	var lossy, fine []string
 	for _, v := range r.Versions {
 		trip := fmt.Sprintf("%s -> %s -> %s", v.Version, r.Target, v.Version)
 		if len(v.Losses) == 0 {
-			s := fmt.Sprintf("%s keeps all %d field paths of %d sampled %s", trip, v.Paths, v.Sampled, kinds)
+			s := fmt.Sprintf("%s keeps all %d field paths of %d %s", trip, v.Paths, v.Sampled, kinds)
 			if len(v.Accepted) > 0 {
 				s += fmt.Sprintf(" but the accepted %s", describe(v.Accepted, v.Sampled, kinds))
 			}
@@ -211,13 +230,13 @@ func (r Result) Message() string {
 	case len(fine) > 0:
 		return strings.Join(fine, "; ")
 	}
-	return fmt.Sprintf("no %s stored at a version other than %s: nothing to prove", kinds, r.Target)
+	return fmt.Sprintf("no %s stored at a version other than %s: nothing to prove", plural(r.Kind), r.Target)
 }
 
-func describe(losses []Loss, sampled int, kinds string) string {
+func describe(losses []Loss, compared int, kinds string) string {
 	parts := make([]string, len(losses))
 	for i, l := range losses {
-		parts[i] = fmt.Sprintf("%s on %d of %d sampled %s (%s)", l.Path, l.Objects, sampled, kinds, strings.Join(l.Examples, ", "))
+		parts[i] = fmt.Sprintf("%s on %d of %d %s (%s)", l.Path, l.Objects, compared, kinds, strings.Join(l.Examples, ", "))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -238,18 +257,20 @@ func plural(kind string) string {
 
 // Prove proves, for each old version objects of crd are still stored in
 // (status.storedVersions but opts.Target) and served, that a round trip
-// through opts.Target keeps every object's content. It picks B's source by
-// whether opts.Target is already the storage version (see Source). An error
-// (a webhook unreachable, a LIST refused) says the proof could not be made,
-// not that the conversion loses anything. Prove writes nothing.
+// through opts.Target keeps every object's content (or a sample's, with
+// opts.Sample). It picks B's source by the scope and by whether opts.Target
+// is already the storage version (see Source and the package doc). An
+// error (a webhook unreachable before the switch, a LIST refused) says the
+// proof could not be made, not that the conversion loses anything. Prove
+// writes nothing.
 //
 // Once the target stores, call it after the storage switch settled (the
 // wait the migration takes): an API server still writing the old version
-// would round-trip nothing. The dynamic client needs list and patch (the
-// dry run) on the CRD's objects at the old versions; before the switch,
-// this process must reach the conversion webhook as the API server does.
+// would round-trip nothing in a dry run. The dynamic client needs list and
+// patch (the dry run) on the CRD's objects at the old versions; this
+// process should reach the conversion webhook as the API server does.
 func Prove(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.CustomResourceDefinition, opts Options) (Result, error) {
-	r := Result{CRD: crd.Name, Kind: crd.Spec.Names.Kind, Target: opts.Target}
+	r := Result{CRD: crd.Name, Kind: crd.Spec.Names.Kind, Target: opts.Target, Every: !opts.Sample}
 	if !slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == opts.Target }) {
 		return r, fmt.Errorf("CRD %s has no version %s", crd.Name, opts.Target)
 	}
@@ -260,15 +281,20 @@ func Prove(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	}
 	old, unserved := oldVersions(crd, opts.Target)
 	r.Unserved = unserved
-	var conv *converter
-	switch {
-	case opts.Source == SourceDryRun || opts.Source == "" && graduation.StorageVersion(crd) == opts.Target:
-		r.Source = SourceDryRun
-	case crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter:
-		r.Source = SourceWebhook
-	default:
-		r.Source = SourcePruning
+	stores := graduation.StorageVersion(crd) == opts.Target
+	direct := SourcePruning
+	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		direct = SourceWebhook
 	}
+	switch {
+	case opts.Source != "":
+		r.Source = opts.Source
+	case opts.Sample && stores:
+		r.Source = SourceDryRun
+	default:
+		r.Source = direct
+	}
+	var conv *converter
 	if r.Source != SourceDryRun && len(old) > 0 {
 		var err error
 		if conv, err = newConverter(crd, opts.WebhookTransport); err != nil {
@@ -278,17 +304,37 @@ func Prove(ctx context.Context, dyn dynamic.Interface, crd *apiextensionsv1.Cust
 	}
 	for _, v := range old {
 		objects := dyn.Resource(graduation.ResourceAt(crd, v))
-		var src source = dryRun{objects: objects, writeTo: opts.WriteTo, concurrency: cmp.Or(opts.Concurrency, 8)}
+		dry := dryRun{objects: objects, writeTo: opts.WriteTo, concurrency: cmp.Or(opts.Concurrency, 8)}
+		p := proof{version: v, opts: opts, src: dry, enums: declaredEnums(crd, v)}
 		if conv != nil {
-			src = converted{conv: conv, old: v, target: opts.Target}
+			p.src = converted{conv: conv, old: v, target: opts.Target}
+			if stores {
+				// The faithful path on the class sample, beside the
+				// emulated one on every object; and the dry run of every
+				// object where this process cannot reach the webhook.
+				p.check, p.fallback = dry, dry
+			}
 		}
-		vr, err := proveVersion(ctx, objects, src, v, opts)
+		vr, err := p.run(ctx, objects)
 		if err != nil {
 			return r, fmt.Errorf("prove %s -> %s -> %s of %s: %w", v, opts.Target, v, crd.Name, err)
+		}
+		if p.fellBack {
+			r.Source = SourceDryRun
 		}
 		r.Versions = append(r.Versions, vr)
 	}
 	return r, nil
+}
+
+// declaredEnums are the enums the schema of crd's version declares.
+func declaredEnums(crd *apiextensionsv1.CustomResourceDefinition, version string) map[string]map[any]struct{} {
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version && v.Schema != nil {
+			return DeclaredEnums(v.Schema.OpenAPIV3Schema)
+		}
+	}
+	return nil
 }
 
 // oldVersions are the versions objects may still be stored in, but target:
@@ -308,40 +354,72 @@ func oldVersions(crd *apiextensionsv1.CustomResourceDefinition, target string) (
 	return served, unserved
 }
 
-// proveVersion samples (or streams) the objects at version, round-trips
-// them through src and tallies the losses.
-func proveVersion(ctx context.Context, objects dynamic.ResourceInterface, src source, version string, opts Options) (VersionResult, error) {
-	t := newTally(opts.AcceptLoss)
+// proof is the proof of one old version.
+type proof struct {
+	version string
+	opts    Options
+	// src round-trips the objects proven: every object, or the sample.
+	src source
+	// check, when set, round-trips the class sample too (the dry run once
+	// the target stores); fallback replaces src when src cannot reach the
+	// webhook, and fellBack says it did.
+	check, fallback source
+	fellBack        bool
+	// enums are the schema's declared enums (Sample's classes).
+	enums map[string]map[any]struct{}
+}
+
+// run proves the objects at p.version: every object page by page (each
+// page round-tripped while the next is read), or a sample.
+func (p *proof) run(ctx context.Context, objects dynamic.ResourceInterface) (VersionResult, error) {
+	t := newTally(p.opts.AcceptLoss)
 	var s *Sample
-	if opts.Every {
-		s = &Sample{Carriers: map[string]int{}, countOnly: true}
-		err := eachPage(ctx, objects, opts.PageSize, func(page []unstructured.Unstructured) error {
+	var err error
+	if p.opts.Sample {
+		s, err = takeSample(ctx, NewSampleFor(p.enums), objects, p.opts.PageSize)
+		if err == nil {
+			err = p.roundTrip(ctx, t, s.Objects())
+		}
+	} else {
+		s = NewSampleFor(p.enums)
+		s.countOnly = p.check == nil
+		err = eachPageAhead(ctx, objects, p.opts.PageSize, func(page []unstructured.Unstructured) error {
 			objs := make([]*unstructured.Unstructured, len(page))
 			for i := range page {
 				s.Add(&page[i])
 				objs[i] = &page[i]
 			}
-			pairs, err := src.roundTrip(ctx, objs)
-			t.add(pairs)
-			return err
+			return p.roundTrip(ctx, t, objs)
 		})
-		if err != nil {
-			return VersionResult{}, err
-		}
-	} else {
-		var err error
-		if s, err = TakeSample(ctx, objects, opts.PageSize); err != nil {
-			return VersionResult{}, err
-		}
-		pairs, err := src.roundTrip(ctx, s.Objects())
-		if err != nil {
-			return VersionResult{}, err
-		}
-		t.add(pairs)
 	}
-	vr := VersionResult{Version: version, Listed: s.Listed, Sampled: t.compared, Paths: s.Paths()}
+	if err != nil {
+		return VersionResult{}, err
+	}
+	vr := VersionResult{Version: p.version, Listed: s.Listed, Sampled: t.compared, Paths: s.Paths()}
+	if p.check != nil && !p.opts.Sample && !p.fellBack {
+		checked := newTally(p.opts.AcceptLoss)
+		pairs, err := p.check.roundTrip(ctx, s.Objects())
+		if err != nil {
+			return VersionResult{}, err
+		}
+		checked.add(pairs)
+		t.merge(checked)
+		vr.DryRun = checked.compared
+	}
 	vr.Losses, vr.Accepted = t.losses(s.Carriers)
 	return vr, nil
+}
+
+// roundTrip round-trips objs through the source and tallies them, falling
+// back once to p.fallback when the webhook cannot be reached.
+func (p *proof) roundTrip(ctx context.Context, t *tally, objs []*unstructured.Unstructured) error {
+	pairs, err := p.src.roundTrip(ctx, objs)
+	if err != nil && p.fallback != nil && !p.fellBack && errors.Is(err, errUnreachable) {
+		p.src, p.fellBack = p.fallback, true
+		pairs, err = p.src.roundTrip(ctx, objs)
+	}
+	t.add(pairs)
+	return err
 }
 
 // tally counts the lost paths of the pairs compared.
@@ -368,6 +446,16 @@ func (t *tally) add(pairs []pair) {
 			if len(l.Examples) < MaxExamples {
 				l.Examples = append(l.Examples, objectName(p.a))
 			}
+		}
+	}
+}
+
+// merge adds the paths only o lost: a path both lost keeps t's count
+// (o's objects are among t's).
+func (t *tally) merge(o *tally) {
+	for path, l := range o.lost {
+		if _, ok := t.lost[path]; !ok {
+			t.lost[path] = l
 		}
 	}
 }
@@ -413,7 +501,10 @@ const maxStatusLosses = graduatorv1alpha1.MaxLossesListed
 // generation proven, at time now.
 func (r Result) Status(crdGeneration int64, now metav1.Time) graduatorv1alpha1.RoundTripStatus {
 	s := graduatorv1alpha1.RoundTripStatus{CRDGeneration: crdGeneration, Target: r.Target, Source: string(r.Source),
-		Lossless: r.Lossless(), ProvedAt: &now}
+		Lossless: r.Lossless(), ProvedAt: &now, Scope: graduatorv1alpha1.RoundTripProofSample}
+	if r.Every {
+		s.Scope = graduatorv1alpha1.RoundTripProofEvery
+	}
 	field := func(version string, l Loss) graduatorv1alpha1.FieldLoss {
 		return graduatorv1alpha1.FieldLoss{Path: l.Path, Version: version, Objects: int64(l.Objects),
 			Carriers: int64(l.Carriers), Examples: l.Examples}
@@ -421,6 +512,7 @@ func (r Result) Status(crdGeneration int64, now metav1.Time) graduatorv1alpha1.R
 	for _, v := range r.Versions {
 		s.Versions = append(s.Versions, v.Version)
 		s.Sampled += int64(v.Sampled)
+		s.DryRun += int64(v.DryRun)
 		s.Paths += int64(v.Paths)
 		for _, l := range v.Losses {
 			if len(s.Losses) < maxStatusLosses {
@@ -442,6 +534,6 @@ func (r Result) Status(crdGeneration int64, now metav1.Time) graduatorv1alpha1.R
 // its writers' batch), and the proof's read of whole objects is measured
 // faster in larger pages.
 func OptionsFor(m graduatorv1alpha1.MigrationSettings, target string) Options {
-	return Options{Target: target, AcceptLoss: m.AcceptLoss, Every: m.RoundTripProof == graduatorv1alpha1.RoundTripProofEvery,
+	return Options{Target: target, AcceptLoss: m.AcceptLoss, Sample: m.RoundTripProof == graduatorv1alpha1.RoundTripProofSample,
 		WriteTo: m.WriteTo}
 }

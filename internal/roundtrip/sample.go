@@ -18,8 +18,10 @@ package roundtrip
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -59,6 +61,10 @@ type Sample struct {
 	// countOnly counts paths without keeping objects (every object is
 	// proven, page by page).
 	countOnly bool
+	// enums are the values the schema declares at each path that has an
+	// enum (numbers as float64): each is a class of its own, however many
+	// values the path holds.
+	enums map[string]map[any]struct{}
 }
 
 // classes are the value classes seen at one path, each held by one kept
@@ -72,6 +78,11 @@ type classes struct {
 	// enum-like).
 	values   map[any]struct{}
 	overflow bool
+	// declared are the values of the schema's enum seen at the path.
+	declared map[any]struct{}
+	// types are the JSON types seen (typeString, typeNumber, typeBool):
+	// both forms of an int-or-string are two classes.
+	types uint8
 	// min and max numbers, the longest string, the longest list or map:
 	// held by the last object that beat the record.
 	min, max, longest record
@@ -91,6 +102,21 @@ type record struct {
 func NewSample() *Sample {
 	return &Sample{Carriers: map[string]int{}, classes: map[string]*classes{}}
 }
+
+// NewSampleFor returns an empty sample that also keeps an object for each
+// value of an enum the schema declares (see DeclaredEnums).
+func NewSampleFor(enums map[string]map[any]struct{}) *Sample {
+	s := NewSample()
+	s.enums = enums
+	return s
+}
+
+// The JSON types of classes.types.
+const (
+	typeString uint8 = 1 << iota
+	typeNumber
+	typeBool
+)
 
 // Add counts obj's paths and keeps obj when it brings a value class no kept
 // object brings; it reports whether it kept it. The classes of a path: its
@@ -170,7 +196,7 @@ func (s *Sample) visit(v any, path string, idx int) {
 			c.counted = s.Listed
 			s.Carriers[path]++
 		}
-		s.scalar(c, v, idx)
+		s.scalar(c, v, idx, s.enums[path])
 	}
 }
 
@@ -187,11 +213,27 @@ func (s *Sample) container(c *classes, n, idx int) {
 	s.beat(&c.longest, float64(n), idx, func(n, best float64) bool { return n > best })
 }
 
-// scalar notes a string, a number or a bool.
-func (s *Sample) scalar(c *classes, v any, idx int) {
+// scalar notes a string, a number or a bool; declared is the schema's
+// enum at its path, if any.
+func (s *Sample) scalar(c *classes, v any, idx int, declared map[any]struct{}) {
 	if isZero(v) && !c.zero {
 		c.zero = true
 		s.refs[idx]++
+	}
+	if t := jsonType(v); t != 0 && c.types&t == 0 {
+		c.types |= t
+		s.refs[idx]++
+	}
+	if key := enumKey(v); declared != nil {
+		if _, ok := declared[key]; ok {
+			if _, seen := c.declared[key]; !seen {
+				if c.declared == nil {
+					c.declared = map[any]struct{}{}
+				}
+				c.declared[key] = struct{}{}
+				s.refs[idx]++
+			}
+		}
 	}
 	if !c.overflow {
 		if _, seen := c.values[v]; !seen {
@@ -231,6 +273,60 @@ func (s *Sample) beat(r *record, value float64, idx int, better func(n, best flo
 	s.refs[idx]++
 }
 
+// jsonType is v's JSON type among the scalars.
+func jsonType(v any) uint8 {
+	switch v.(type) {
+	case string:
+		return typeString
+	case bool:
+		return typeBool
+	}
+	if _, ok := number(v); ok {
+		return typeNumber
+	}
+	return 0
+}
+
+// enumKey is v as a key of an enum's values: numbers as float64, whatever
+// their Go type.
+func enumKey(v any) any {
+	if n, ok := number(v); ok {
+		return n
+	}
+	return v
+}
+
+// DeclaredEnums are the values of each enum the schema declares, by field
+// path (Wildcard for list items; a map's keys are not followed), numbers as
+// float64.
+func DeclaredEnums(schema *apiextensionsv1.JSONSchemaProps) map[string]map[any]struct{} {
+	out := map[string]map[any]struct{}{}
+	var walk func(p *apiextensionsv1.JSONSchemaProps, path string)
+	walk = func(p *apiextensionsv1.JSONSchemaProps, path string) {
+		if p == nil {
+			return
+		}
+		if len(p.Enum) > 0 && path != "" {
+			values := map[any]struct{}{}
+			for _, e := range p.Enum {
+				var v any
+				if json.Unmarshal(e.Raw, &v) == nil {
+					values[enumKey(v)] = struct{}{}
+				}
+			}
+			out[path] = values
+		}
+		for name, child := range p.Properties {
+			walk(&child, path+"/"+escape(name))
+		}
+		if p.Items != nil {
+			walk(p.Items.Schema, path+"/"+Wildcard)
+		}
+	}
+	walk(schema, "")
+	return out
+}
+
 // isZero reports a JSON scalar's zero value: "", 0, false.
 func isZero(v any) bool {
 	switch v := v.(type) {
@@ -248,7 +344,10 @@ func isZero(v any) bool {
 // (see Sample.Add). Memory holds one page and the kept objects, at most one
 // per class.
 func TakeSample(ctx context.Context, objects dynamic.ResourceInterface, pageSize int64) (*Sample, error) {
-	s := NewSample()
+	return takeSample(ctx, NewSample(), objects, pageSize)
+}
+
+func takeSample(ctx context.Context, s *Sample, objects dynamic.ResourceInterface, pageSize int64) (*Sample, error) {
 	err := eachPage(ctx, objects, pageSize, func(page []unstructured.Unstructured) error {
 		for i := range page {
 			s.Add(&page[i])
@@ -256,6 +355,36 @@ func TakeSample(ctx context.Context, objects dynamic.ResourceInterface, pageSize
 		return nil
 	})
 	return s, err
+}
+
+// eachPageAhead is eachPage with the next page read while fn handles this
+// one: the proof of every object converts a page while the API server
+// answers the next LIST, so the conversions hide behind the read.
+func eachPageAhead(ctx context.Context, objects dynamic.ResourceInterface, pageSize int64, fn func([]unstructured.Unstructured) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan []unstructured.Unstructured, 1)
+	listed := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		listed <- eachPage(ctx, objects, pageSize, func(page []unstructured.Unstructured) error {
+			select {
+			case pages <- page:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	for page := range pages {
+		if err := fn(page); err != nil {
+			cancel()
+			for range pages {
+			}
+			return err
+		}
+	}
+	return <-listed
 }
 
 // eachPage lists the objects page by page and calls fn with each page

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -165,5 +166,52 @@ func BenchmarkSample(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/object")
 			})
 		}
+	}
+}
+
+// An enum the schema declares with more values than a path keeps
+// (maxValuesPerPath): the one object holding a late value is kept all the
+// same, and so is the first object holding each form of an int-or-string.
+func TestSampleKeepsEachDeclaredEnumValueAndEachForm(t *testing.T) {
+	regions := make([]apiextensionsv1.JSON, 40)
+	for i := range regions {
+		regions[i] = apiextensionsv1.JSON{Raw: []byte(fmt.Sprintf("%q", fmt.Sprintf("region-%02d", i)))}
+	}
+	schema := &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+		"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"region": {Type: "string", Enum: regions},
+			"port":   {XIntOrString: true},
+		}},
+	}}
+	enums := DeclaredEnums(schema)
+	if got := len(enums["/spec/region"]); got != 40 {
+		t.Fatalf("DeclaredEnums: %d values at /spec/region, want 40", got)
+	}
+	build := func(s *Sample) {
+		for i := range 3000 {
+			spec := map[string]any{"region": fmt.Sprintf("region-%02d", i%30), "port": int64(8080)}
+			switch i {
+			case 1234:
+				spec["region"] = "region-37"
+			case 2345:
+				spec["port"] = "http"
+			}
+			s.Add(scaler(fmt.Sprintf("s-%04d", i), spec))
+		}
+	}
+	s := NewSampleFor(enums)
+	build(s)
+	for _, want := range []string{"s-1234", "s-2345"} {
+		if !slices.Contains(names(s), want) {
+			t.Errorf("the sample with the schema's enums does not keep %s: %v", want, names(s))
+		}
+	}
+	// Without the schema, the path overflows its 16 values first: the
+	// one object with region-37 is not kept, which is why Every is the
+	// default.
+	plain := NewSample()
+	build(plain)
+	if slices.Contains(names(plain), "s-1234") {
+		t.Errorf("without the schema the sample kept s-1234; the spec above proves nothing")
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -68,24 +69,42 @@ type converted struct {
 	old, target string
 }
 
+// reviewsInFlight bounds the batches of one page converted at once: the
+// API server itself sends a webhook one review per request in flight, and
+// a page of paging.DefaultPageSize objects is twenty batches.
+const reviewsInFlight = 4
+
 func (c converted) roundTrip(ctx context.Context, objs []*unstructured.Unstructured) ([]pair, error) {
-	out := make([]pair, 0, len(objs))
-	for start := 0; start < len(objs); start += reviewBatch {
-		batch := objs[start:min(start+reviewBatch, len(objs))]
+	batches := (len(objs) + reviewBatch - 1) / reviewBatch
+	backs := make([][]*unstructured.Unstructured, batches)
+	err := forEach(ctx, batches, reviewsInFlight, func(i int) error {
+		batch := objs[i*reviewBatch : min((i+1)*reviewBatch, len(objs))]
 		there, err := c.conv.convert(ctx, batch, c.target)
 		if err != nil {
-			return nil, fmt.Errorf("convert %s to %s: %w", c.old, c.target, err)
+			return fmt.Errorf("convert %s to %s: %w", c.old, c.target, err)
 		}
 		back, err := c.conv.convert(ctx, there, c.old)
 		if err != nil {
-			return nil, fmt.Errorf("convert %s back to %s: %w", c.target, c.old, err)
+			return fmt.Errorf("convert %s back to %s: %w", c.target, c.old, err)
 		}
-		for i := range batch {
-			out = append(out, pair{a: batch[i], b: back[i]})
+		backs[i] = back
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]pair, 0, len(objs))
+	for i, back := range backs {
+		for j, b := range back {
+			out = append(out, pair{a: objs[i*reviewBatch+j], b: b})
 		}
 	}
 	return out, nil
 }
+
+// errUnreachable marks a webhook this process could not send a review to
+// (no route, no name, refused): not an answer of the webhook.
+var errUnreachable = errors.New("the conversion webhook cannot be reached from this process")
 
 // newConverter reads the CRD's conversion strategy, its webhook's
 // clientConfig and every version's schema.
@@ -253,6 +272,15 @@ func newWebhookClient(conv *apiextensionsv1.WebhookConversion, transport func(ht
 	return w, nil
 }
 
+// unreachable reports an error of the connection, not of an answer: a name
+// that does not resolve (a Service's name outside the cluster), a refused
+// or unroutable dial.
+func unreachable(err error) bool {
+	var dns *net.DNSError
+	var op *net.OpError
+	return errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial"
+}
+
 // close closes the idle connections to the webhook: a proof builds its
 // client from the CRD each time, and a long-running operator proves many.
 func (c *converter) close() {
@@ -296,6 +324,9 @@ func (w *webhookClient) convert(ctx context.Context, objs []*unstructured.Unstru
 	httpReq.Header.Set("Accept", "application/json")
 	resp, err := w.client.Do(httpReq)
 	if err != nil {
+		if ctx.Err() == nil && unreachable(err) {
+			err = fmt.Errorf("%w (%s): %w", errUnreachable, w.url, err)
+		}
 		return nil, fmt.Errorf("call the conversion webhook: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()

@@ -46,13 +46,13 @@ func (b *bench) proof(ctx context.Context) error {
 			return err
 		}
 		crdName := "widgets." + v1.Group
-		prove := func(every bool) (roundtrip.Result, time.Duration, error) {
+		prove := func(sample bool) (roundtrip.Result, time.Duration, error) {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			if err := b.c.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
 				return roundtrip.Result{}, 0, err
 			}
 			start := time.Now()
-			r, err := roundtrip.Prove(ctx, b.dyn, crd, roundtrip.Options{Target: "v2", Every: every})
+			r, err := roundtrip.Prove(ctx, b.dyn, crd, roundtrip.Options{Target: "v2", Sample: sample})
 			took := time.Since(start)
 			if err == nil && !r.Lossless() {
 				err = fmt.Errorf("a lossless population proved lossy: %s", r.Message())
@@ -70,7 +70,7 @@ func (b *bench) proof(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		_, tEvery, err := prove(true)
+		_, tSample, err := prove(true)
 		if err != nil {
 			return err
 		}
@@ -79,19 +79,19 @@ func (b *bench) proof(ctx context.Context) error {
 			return fmt.Errorf("migration: %w", err)
 		}
 		tMigrate := time.Since(start)
-		fmt.Printf("round %d: migration %s; proof before the switch (%s, %d sampled) %s = %.1f%%; after (%s, %d sampled) %s = %.1f%%; every object %s = %.1f%%\n",
+		fmt.Printf("round %d: migration %s; proof before the switch (%s, %d sampled) %s = %.1f%%; after (%s, %d sampled) %s = %.1f%%; a sample %s = %.1f%%\n",
 			round+1, tMigrate.Round(time.Millisecond),
 			rBefore.Source, sampled(rBefore), tBefore.Round(time.Millisecond), 100*tBefore.Seconds()/tMigrate.Seconds(),
 			rAfter.Source, sampled(rAfter), tAfter.Round(time.Millisecond), 100*tAfter.Seconds()/tMigrate.Seconds(),
-			tEvery.Round(time.Millisecond), 100*tEvery.Seconds()/tMigrate.Seconds())
+			tSample.Round(time.Millisecond), 100*tSample.Seconds()/tMigrate.Seconds())
 		before = append(before, tBefore.Seconds()/tMigrate.Seconds())
 		after = append(after, tAfter.Seconds()/tMigrate.Seconds())
-		every = append(every, tEvery.Seconds()/tMigrate.Seconds())
+		every = append(every, tSample.Seconds()/tMigrate.Seconds())
 		if err := b.drop(ctx, v1.Group); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("proof / migration, median [min, max] of %d rounds: before the switch %s; after %s; every object %s\n",
+	fmt.Printf("proof / migration, median [min, max] of %d rounds: every object before the switch %s; after %s; a sample after %s\n",
 		b.opts.rounds, medianSpread(before), medianSpread(after), medianSpread(every))
 	return nil
 }

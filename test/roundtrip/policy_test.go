@@ -39,14 +39,14 @@ var _ = Describe("A policy's spec.migration.acceptLoss", func() {
 		Expect(client.IgnoreNotFound(env.Client.Delete(ctx, policy()))).To(Succeed())
 	})
 
-	It("takes field paths with list wildcards, and the proof defaults to a sample", func(ctx SpecContext) {
+	It("takes field paths with list wildcards, and the proof defaults to every object", func(ctx SpecContext) {
 		Expect(env.Client.Create(ctx, policy("/spec/rare", "/status/conditions/*/reason", "/metadata/annotations/example.com~1stash"))).To(Succeed())
 		var got graduatorv1alpha1.CRDVersionPolicy
 		Expect(env.Client.Get(ctx, client.ObjectKey{Name: "gadgets.accept.example.com"}, &got)).To(Succeed())
-		Expect(got.Spec.Migration.RoundTripProof).To(Equal(graduatorv1alpha1.RoundTripProofSample))
+		Expect(got.Spec.Migration.RoundTripProof).To(Equal(graduatorv1alpha1.RoundTripProofEvery))
 		opts := roundtrip.OptionsFor(got.Spec.Migration, "v2")
 		Expect(opts.AcceptLoss).To(HaveLen(3))
-		Expect(opts.Every).To(BeFalse())
+		Expect(opts.Sample).To(BeFalse())
 	})
 
 	DescribeTable("refuses what is not a field path, as ValidPath does",

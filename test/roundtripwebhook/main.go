@@ -47,27 +47,29 @@ const ConvertPath = "/convert"
 
 func main() {
 	var (
-		host, certDir string
-		port          int
-		lossy, values bool
+		host, certDir         string
+		port                  int
+		lossy, values, unique bool
 	)
 	flag.StringVar(&host, "host", "127.0.0.1", "Address to listen on.")
 	flag.IntVar(&port, "port", 9443, "Port to listen on (TLS).")
 	flag.StringVar(&certDir, "cert-dir", "", "Directory with tls.crt and tls.key.")
 	flag.BoolVar(&lossy, "lossy", false, "Drop spec.rare on v1 -> v2.")
 	flag.BoolVar(&values, "lossy-values", false, "Drop spec.replicas 0, spec.paused false and a spec.tier other than gold or silver on v1 -> v2.")
+	flag.BoolVar(&unique, "lossy-unique", false, "Drop spec.region region-37, and spec.instance xl where spec.arch is arm64, on v1 -> v2.")
 	flag.Parse()
 
 	server := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: certDir, TLSOpts: serving.TLSOptions(false)})
-	server.Register(ConvertPath, handler{lossy: lossy, lossyValues: values})
-	fmt.Fprintf(os.Stderr, "roundtripwebhook: serving on %s:%d%s, lossy=%v, lossy-values=%v\n", host, port, ConvertPath, lossy, values)
+	server.Register(ConvertPath, handler{lossy: lossy, lossyValues: values, lossyUnique: unique})
+	fmt.Fprintf(os.Stderr, "roundtripwebhook: serving on %s:%d%s, lossy=%v, lossy-values=%v, lossy-unique=%v\n",
+		host, port, ConvertPath, lossy, values, unique)
 	if err := server.Start(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "roundtripwebhook:", err)
 		os.Exit(1)
 	}
 }
 
-type handler struct{ lossy, lossyValues bool }
+type handler struct{ lossy, lossyValues, lossyUnique bool }
 
 // review is a ConversionReview; the API server sends v1.
 type review struct {
@@ -115,6 +117,9 @@ func (h handler) convert(raw []byte, apiVersion string) ([]byte, error) {
 		if h.lossyValues {
 			dropValues(spec)
 		}
+		if h.lossyUnique {
+			dropUnique(spec)
+		}
 	case from == "v2" && to == "v1":
 		rename(spec, "colour", "color")
 	default:
@@ -145,6 +150,17 @@ func dropValues(spec map[string]any) {
 		default:
 			delete(spec, "tier")
 		}
+	}
+}
+
+// dropUnique drops what one value of many (region-37) or one pair of
+// values (instance xl on arch arm64) triggers.
+func dropUnique(spec map[string]any) {
+	if spec["region"] == "region-37" {
+		delete(spec, "region")
+	}
+	if spec["instance"] == "xl" && spec["arch"] == "arm64" {
+		delete(spec, "instance")
 	}
 }
 
