@@ -97,7 +97,8 @@ func machine() string {
 }
 
 // beginLine matches a block's opening line; its group is the block's name.
-var beginLine = regexp.MustCompile("(?m)^<!-- BEGIN ([A-Z0-9 ]+?) \\(written by `[^`]+`\\) -->$")
+// A block its command does not write yet says "copied from" the command.
+var beginLine = regexp.MustCompile("(?m)^<!-- BEGIN ([A-Z0-9 ]+?) \\((written by|copied from) `[^`]+`\\) -->$")
 
 // Replace returns doc with block name's contents replaced by the stamp
 // and table. The opening line stays as doc has it.
