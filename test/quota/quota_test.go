@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
+	"github.com/graduator/graduator/internal/enginehook"
 	"github.com/graduator/graduator/internal/errclass"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
@@ -80,7 +81,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		// The same run without the budget, for the rate: the budget costs a
 		// /metrics read at the start and two GETs per page of 500.
 		p.switchStorage(ctx, "v1")
-		off, _, tookOff, err := migrate(ctx, p, p.v1, migration.Options{SpaceBudget: -1})
+		off, _, tookOff, err := migrate(enginehook.With(ctx, enginehook.Hook{SpaceBudget: -1}), p, p.v1, migration.Options{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(off.Complete).To(BeTrue())
 		AddReportEntry("300 B objects", map[string]any{"with budget": took.String(), "without": tookOff.String()})
