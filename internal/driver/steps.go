@@ -149,9 +149,7 @@ func (d *Driver) proveRoundTrip(ctx context.Context, g *run, target string) grad
 	g.policy.Status.RoundTrip = &status
 	if !proof.Lossless() {
 		result := graduation.PreflightResult{Reason: graduation.ReasonConversionLossy, Message: proof.Message()}
-		if d.AcceptLoss != nil {
-			result.AcceptLoss = d.AcceptLoss(proof.LostPaths())
-		}
+		result.Lost, result.AcceptLoss = proof.LostPaths(), d.AcceptLoss
 		return result
 	}
 	return graduation.PreflightResult{Passed: true}
