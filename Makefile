@@ -124,8 +124,8 @@ test-robustness: envtest-assets ## Random fault schedules against the invariants
 	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_TWIN=$(TWIN) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
 .PHONY: test-quota
-test-quota: envtest-assets ## The etcd space suite (about 13 min).
-	QUOTA_SUITE=1 $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
+test-quota: envtest-assets ## The etcd space suite (about 13 min; RECORD=1 writes its table).
+	QUOTA_SUITE=1 QUOTA_RECORD=$(RECORD) $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
 
 # The suites whose behaviour depends on the API server: the policy API and
 # the chart's RBAC, APF objects and secure metrics installed (integration), the

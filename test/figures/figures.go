@@ -97,8 +97,7 @@ func machine() string {
 }
 
 // beginLine matches a block's opening line; its group is the block's name.
-// A block its command does not write yet says "copied from" the command.
-var beginLine = regexp.MustCompile("(?m)^<!-- BEGIN ([A-Z0-9 ]+?) \\((written by|copied from) `[^`]+`\\) -->$")
+var beginLine = regexp.MustCompile("(?m)^<!-- BEGIN ([A-Z0-9 ]+?) \\(written by `[^`]+`\\) -->$")
 
 // Replace returns doc with block name's contents replaced by the stamp
 // and table. The opening line stays as doc has it.

@@ -29,7 +29,7 @@ func TestReplace(t *testing.T) {
 		"# Page", "",
 		Begin("BENCH A", "make bench SECTIONS=a"), "", "old a", "", End("BENCH A"), "",
 		"between", "",
-		"<!-- BEGIN BENCH B (copied from `make b`) -->", "", "old b", "", End("BENCH B"), "",
+		Begin("BENCH B", "make b"), "", "old b", "", End("BENCH B"), "",
 	}, "\n")
 	stamp := Stamp{Commit: "abc1234", Date: time.Date(2026, 11, 28, 14, 0, 0, 0, time.UTC), Command: "bin/bench -sections a",
 		Machine: "2 CPUs (GOMAXPROCS 2)"}

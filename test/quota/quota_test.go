@@ -51,11 +51,14 @@ func migrate(ctx context.Context, p *population, gvr schema.GroupVersionResource
 			waits = append(waits, pr.CompactionWait)
 		}
 	}
+	before, _ := etcdState(ctx)
 	monitor := watchPeak(ctx)
 	start := time.Now()
 	res, err := migration.Run(ctx, env.Dynamic, opts)
 	took := time.Since(start)
 	peak := monitor.finish()
+	quotaRuns = append(quotaRuns, quotaRun{spec: CurrentSpecReport().LeafNodeText, objects: p.n, bytes: p.size,
+		budget: res.SpaceBudget, before: before, peak: peak, took: took, waits: res.CompactionWaits, err: err})
 	size, _ := etcdState(ctx)
 	GinkgoWriter.Printf("%d objects of %d B: %d rewritten in %s (%.0f/s); budget %s; %d compactions waited for; database peak %s (%.0f%% of the %s quota), now %s\n",
 		p.n, p.size, res.Rewritten, took.Round(time.Millisecond), float64(res.Rewritten)/took.Seconds(), res.SpaceBudgetReason,
