@@ -124,8 +124,8 @@ test-robustness: envtest-assets ## Random fault schedules against the invariants
 	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_TWIN=$(TWIN) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
 .PHONY: test-quota
-test-quota: envtest-assets ## The etcd space suite (about 13 min).
-	QUOTA_SUITE=1 $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
+test-quota: envtest-assets ## The etcd space suite (about 13 min; RECORD=1 writes its table).
+	QUOTA_SUITE=1 QUOTA_RECORD=$(RECORD) $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
 
 # The suites whose behaviour depends on the API server: the policy API and
 # the chart's RBAC, APF objects and secure metrics installed (integration), the
@@ -185,10 +185,12 @@ SECTIONS ?= small,big,curve,polite,webhook,intree,operator,rss,crds,snapshot,pro
 PLOTS ?= docs/bench
 # The scale section's population sizes in `make bench`: its 100,000-object point.
 SCALE_NS ?= 6000,100000
+# Where each section's report is written, between its markers (DOCS= for none).
+DOCS ?= docs/benchmarks.md
 .PHONY: bench
-bench: envtest-assets helm ## The benchmark of docs/benchmarks.md (N, SECTIONS, PLOTS).
+bench: envtest-assets helm ## The benchmark of docs/benchmarks.md (N, SECTIONS, PLOTS, DOCS).
 	$(GO) build -o $(BIN)/bench ./test/bench
-	GO=$(GO) $(BIN)/bench -n $(N) -rounds $(ROUNDS) -sections $(SECTIONS) -plots $(PLOTS) -scale-ns $(SCALE_NS)
+	GO=$(GO) $(BIN)/bench -n $(N) -rounds $(ROUNDS) -sections $(SECTIONS) -plots $(PLOTS) -scale-ns $(SCALE_NS) -docs "$(DOCS)"
 
 # Not in CI nor in `make test`: about an hour of a quiet machine at N=1000000.
 .PHONY: bench-fleet
@@ -201,8 +203,8 @@ bench-scale: SCALE_CACHED_NS ?= 6000,100000
 bench-scale: SCALE_OPERATOR_MAX ?= 0
 bench-scale: envtest-assets ## The scale run: watch cache on up to 100,000, off at N (about two hours).
 	$(GO) build -o $(BIN)/bench ./test/bench
-	GO=$(GO) $(BIN)/bench -sections scale -scale-ns $(SCALE_CACHED_NS) -watch-cache=true -scale-operator-max $(SCALE_OPERATOR_MAX)
-	GO=$(GO) $(BIN)/bench -sections scale -scale-ns $(N) -watch-cache=false -scale-operator-max $(SCALE_OPERATOR_MAX)
+	GO=$(GO) $(BIN)/bench -sections scale -scale-ns $(SCALE_CACHED_NS) -watch-cache=true -scale-operator-max $(SCALE_OPERATOR_MAX) -docs "$(DOCS)"
+	GO=$(GO) $(BIN)/bench -sections scale -scale-ns $(N) -watch-cache=false -scale-operator-max $(SCALE_OPERATOR_MAX) -docs "$(DOCS)"
 
 ##@ Build
 

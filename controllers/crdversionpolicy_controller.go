@@ -15,9 +15,12 @@ limitations under the License.
 */
 
 // Package controllers holds Graduator's reconcilers: the CRDVersionPolicy
-// reconciler that performs each step of a graduation, and the drift reporter
-// that watches CRDs without a policy. They are the operator's (cmd/manager), not
-// a library: an operator that graduates its own CRDs embeds crdmigrate.
+// reconciler that performs each step of a graduation, the fleet reconciler
+// of selector policies, and the drift reporter that watches CRDs without a
+// policy. It exports what a binary needs to run them (Setup, Options,
+// CacheOptions): it is the operator's (cmd/manager), importable but not a
+// library, and may change in any release; an operator that graduates its own
+// CRDs embeds crdmigrate.
 package controllers
 
 import (
@@ -48,11 +51,11 @@ import (
 	"github.com/graduator/graduator/migration"
 )
 
-// CRDVersionPolicyReconciler is the operator's door to the graduation: it
+// policyReconciler is the operator's door to the graduation: it
 // hands each policy to the driver (package driver), with the policy's
 // status as the place the graduation is kept and conditions, Events and
 // metrics as the way it reports.
-type CRDVersionPolicyReconciler struct {
+type policyReconciler struct {
 	Client client.Client
 	// APIReader reads policies and CRDs uncached, so a step always plans
 	// on the status and the CRD as the previous step left them; the
@@ -102,7 +105,7 @@ type CRDVersionPolicyReconciler struct {
 
 // Reconcile reads the policy uncached (a plan never starts from a status
 // older than the last one written) and lets the driver take its next steps.
-func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("crd", klog.KRef("", req.Name))
 	ctx = log.IntoContext(ctx, logger)
 
@@ -116,7 +119,7 @@ func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, nil
 	}
 	if policy.Spec.Selector != nil {
-		return ctrl.Result{}, nil // a fleet: the FleetReconciler's
+		return ctrl.Result{}, nil // a fleet: the fleetReconciler's
 	}
 	out, err := r.driver.Run(ctx, store, policy)
 	if apierrors.IsConflict(err) {
@@ -127,7 +130,7 @@ func (r *CRDVersionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	return ctrl.Result{RequeueAfter: out.RequeueAfter}, err
 }
 
-func (r *CRDVersionPolicyReconciler) reader() client.Reader {
+func (r *policyReconciler) reader() client.Reader {
 	if r.APIReader == nil {
 		return r.Client
 	}
@@ -167,7 +170,7 @@ func (rep reporter) Planned(policy *graduatorv1alpha1.CRDVersionPolicy, step gra
 // spec change of the policy, or a new generation of the CRD, also
 // interrupts the policy's running migration between two writes: the next
 // plan decides, on fresh reads, whether it resumes, restarts or stops.
-func (r *CRDVersionPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *policyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.driver = &driver.Driver{
 		Clients: driver.Clients{
 			Client: r.Client, Reader: r.reader(), Dynamic: r.Dynamic, Config: r.Config, Discovery: r.Discovery, Reviews: r.Reviews,

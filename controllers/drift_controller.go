@@ -36,19 +36,19 @@ import (
 	"github.com/graduator/graduator/internal/storagemigration"
 )
 
-// DriftReporter watches every CRD and reports, as a metric and an Event, a
+// driftReporter watches every CRD and reports, as a metric and an Event, a
 // stored version that is no longer the storage version: the state that
 // blocks removing an old version. It changes nothing; for CRDs without a
 // policy it is the only thing Graduator does. A CRD that Kubernetes' in-tree
 // StorageVersionMigration is migrating is reported as such (a Normal Event
 // with reason InTreeMigrationRunning, graduator_crd_in_tree_migrating 1).
-type DriftReporter struct {
+type driftReporter struct {
 	Client   client.Client
 	Recorder recorder.EventRecorder
 }
 
 // Reconcile reports the drift of one CRD.
-func (r *DriftReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *driftReporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := r.Client.Get(ctx, req.NamespacedName, &crd); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -107,7 +107,7 @@ func boolGauge(b bool) float64 {
 }
 
 // SetupWithManager registers the drift reporter.
-func (r *DriftReporter) SetupWithManager(mgr ctrl.Manager) error {
+func (r *driftReporter) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("crd-drift").
 		For(&apiextensionsv1.CustomResourceDefinition{}).

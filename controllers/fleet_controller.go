@@ -46,14 +46,14 @@ const maxFleetList = graduatorv1alpha1.MaxFleetMembersListed
 // The fleet controller creates, updates and deletes the policies it generates.
 // +kubebuilder:rbac:groups=graduator.io,resources=crdversionpolicies,verbs=get;list;watch;create;patch;delete
 
-// FleetReconciler carries out selector policies. For every CRD a selector
+// fleetReconciler carries out selector policies. For every CRD a selector
 // selects it keeps a generated policy named after the CRD, in GitOps mode,
 // with the selector's migration settings: the per-CRD reconciler then
 // preflights, migrates, catches up, prunes and cleans each one, with its
 // durable progress, under the manager's limit of graduations at a time. A
 // policy the user named after the CRD is never touched; between two
 // selectors the older one keeps the CRD.
-type FleetReconciler struct {
+type fleetReconciler struct {
 	Client client.Client
 	// Reader reads the selector policy uncached: its status is written
 	// under an optimistic lock on what this reconcile read.
@@ -63,7 +63,7 @@ type FleetReconciler struct {
 
 // Reconcile brings the generated policies of one selector policy in line
 // with what it selects, and sums them up in its status.
-func (r *FleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *fleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	store := &driver.PolicyStore{Client: r.Client, Reader: r.Reader, Name: req.Name}
 	policy, err := store.Load(ctx)
 	if err != nil {
@@ -96,7 +96,7 @@ func (r *FleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	var stalled []*graduatorv1alpha1.CRDVersionPolicy
 	for i := range crds.Items {
 		crd := &crds.Items[i]
-		if !Selects(policy.Spec.Selector, crd) {
+		if !selects(policy.Spec.Selector, crd) {
 			continue
 		}
 		selected[crd.Name] = true
@@ -127,7 +127,7 @@ func (r *FleetReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 // govern makes sure the CRD has a policy, and returns it: a new one of the
 // fleet's, the fleet's own brought in line, or one it must leave alone.
-func (r *FleetReconciler) govern(ctx context.Context, fleetPolicy *graduatorv1alpha1.CRDVersionPolicy,
+func (r *fleetReconciler) govern(ctx context.Context, fleetPolicy *graduatorv1alpha1.CRDVersionPolicy,
 	crd *apiextensionsv1.CustomResourceDefinition, byName map[string]*graduatorv1alpha1.CRDVersionPolicy) (*graduatorv1alpha1.CRDVersionPolicy, error) {
 	member := &graduatorv1alpha1.CRDVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}
 	op, err := controllerutil.CreateOrPatch(ctx, r.Client, member, func() error {
@@ -160,14 +160,14 @@ func claims(fleetPolicy *graduatorv1alpha1.CRDVersionPolicy, crd *apiextensionsv
 		return false // the user's own policy: it wins
 	case owner != fleetPolicy.Name:
 		other := byName[owner]
-		return other == nil || other.Spec.Selector == nil || !Selects(other.Spec.Selector, crd) || older(fleetPolicy, other)
+		return other == nil || other.Spec.Selector == nil || !selects(other.Spec.Selector, crd) || older(fleetPolicy, other)
 	}
 	return true
 }
 
 // generate sets a generated policy's label and spec: GitOps mode with the
 // fleet's settings.
-func (r *FleetReconciler) generate(fleetPolicy, child *graduatorv1alpha1.CRDVersionPolicy) {
+func (r *fleetReconciler) generate(fleetPolicy, child *graduatorv1alpha1.CRDVersionPolicy) {
 	if child.Labels == nil {
 		child.Labels = map[string]string{}
 	}
@@ -182,7 +182,7 @@ func (r *FleetReconciler) generate(fleetPolicy, child *graduatorv1alpha1.CRDVers
 // deleteGenerated deletes the fleet's generated policies whose CRD it no
 // longer selects (all of them when keep is nil). A migration in flight for
 // them stops between two writes (the policy watch interrupts it).
-func (r *FleetReconciler) deleteGenerated(ctx context.Context, fleetName string, keep map[string]bool) error {
+func (r *fleetReconciler) deleteGenerated(ctx context.Context, fleetName string, keep map[string]bool) error {
 	var generated graduatorv1alpha1.CRDVersionPolicyList
 	if err := r.Client.List(ctx, &generated, client.MatchingLabels{graduatorv1alpha1.FleetLabel: fleetName}); err != nil {
 		return fmt.Errorf("list the policies of fleet %s: %w", fleetName, err)
@@ -231,7 +231,7 @@ func summarize(fleet *graduatorv1alpha1.FleetStatus, crdName, fleetName string, 
 // writeStatus records the fleet and the phase and conditions
 // graduation.PlanFleet decides, through the policy store: under an
 // optimistic lock on the status this reconcile read.
-func (r *FleetReconciler) writeStatus(ctx context.Context, store *driver.PolicyStore, policy *graduatorv1alpha1.CRDVersionPolicy,
+func (r *fleetReconciler) writeStatus(ctx context.Context, store *driver.PolicyStore, policy *graduatorv1alpha1.CRDVersionPolicy,
 	fleet *graduatorv1alpha1.FleetStatus, stale []string, stalled []*graduatorv1alpha1.CRDVersionPolicy) error {
 	previous := policy.Status.Phase
 	phase, conditions := graduation.PlanFleet(graduation.FleetInput{
@@ -253,10 +253,10 @@ func (r *FleetReconciler) writeStatus(ctx context.Context, store *driver.PolicyS
 	return nil
 }
 
-// Selects reports whether a selector selects a CRD: its group matches one of
+// selects reports whether a selector selects a CRD: its group matches one of
 // Groups (exactly, or as a subgroup of a *. wildcard) when Groups is set,
 // and its labels match when a label selector is set.
-func Selects(sel *graduatorv1alpha1.CRDSelector, crd *apiextensionsv1.CustomResourceDefinition) bool {
+func selects(sel *graduatorv1alpha1.CRDSelector, crd *apiextensionsv1.CustomResourceDefinition) bool {
 	if sel == nil {
 		return false
 	}
@@ -282,7 +282,7 @@ func older(a, b *graduatorv1alpha1.CRDVersionPolicy) bool {
 
 // SetupWithManager watches selector policies, the policies they generate,
 // and CRDs (any CRD may start or stop matching).
-func (r *FleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *fleetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	fleets := func(ctx context.Context) []reconcile.Request {
 		var policies graduatorv1alpha1.CRDVersionPolicyList
 		if err := r.Client.List(ctx, &policies); err != nil {

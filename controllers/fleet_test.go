@@ -50,8 +50,8 @@ func TestSelects(t *testing.T) {
 		{"an empty selector selects nothing", &graduatorv1alpha1.CRDSelector{}, crd("x.io", team), false},
 		{"no selector selects nothing", nil, crd("x.io", team), false},
 	} {
-		if got := Selects(tc.sel, tc.crd); got != tc.want {
-			t.Errorf("%s: Selects = %t, want %t", tc.name, got, tc.want)
+		if got := selects(tc.sel, tc.crd); got != tc.want {
+			t.Errorf("%s: selects = %t, want %t", tc.name, got, tc.want)
 		}
 	}
 }

@@ -22,7 +22,6 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/internal/metrics"
 )
 
 // Prometheus metrics, on controller-runtime's registry so the manager's
@@ -74,6 +73,3 @@ func observePolicy(policy *graduatorv1alpha1.CRDVersionPolicy) {
 	}
 	policyStalled.WithLabelValues(policy.Name, reason).Set(1)
 }
-
-// MigrationsRunning returns how many storage migrations run now.
-func MigrationsRunning() int { return metrics.Running() }

@@ -56,7 +56,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("create the authorization client: %w", err)
 	}
 	recorder := mgr.GetEventRecorder("graduator")
-	if err := (&CRDVersionPolicyReconciler{
+	if err := (&policyReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Dynamic:                 dyn,
@@ -69,10 +69,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the CRDVersionPolicy controller: %w", err)
 	}
-	if err := (&FleetReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&fleetReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the fleet controller: %w", err)
 	}
-	if err := (&DriftReporter{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&driftReporter{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the drift reporter: %w", err)
 	}
 	return nil

@@ -19,11 +19,12 @@ limitations under the License.
 // Between the versions: spec.sauce is renamed spec.base; spec.toppings, a
 // list of strings, becomes a list of structs; crust, delivery and the grams
 // of a topping exist only in newer versions and survive a round trip through
-// an older one in the annotation ConversionDataAnnotation. It is the demo's
-// and the suites' fixture, not a library.
+// an older one in the annotation restaurant.example.com/conversion-data.
+// With the versions under it, it is the sample to read and copy, and the
+// demo's and the suites' fixture: importable, not a library, free to change.
 package conversion
 
-// ConversionDataAnnotation holds, on an object read at an older version, the
+// dataAnnotation holds, on an object read at an older version, the
 // fields that version cannot represent, as JSON, so that writing the object
 // back through the older version loses nothing.
-const ConversionDataAnnotation = "restaurant.example.com/conversion-data"
+const dataAnnotation = "restaurant.example.com/conversion-data"

@@ -61,7 +61,7 @@ var _ = Describe("v1alpha1 to v1", func() {
 		var alpha v1alpha1.Pizza
 		Expect(alpha.ConvertFrom(hub)).To(Succeed())
 		Expect(alpha.Spec).To(Equal(v1alpha1.PizzaSpec{Sauce: "tomato", Size: "small", Toppings: []string{"ham", "pineapple"}}))
-		Expect(alpha.Annotations).To(HaveKey(pizzaconversion.ConversionDataAnnotation))
+		Expect(alpha.Annotations).To(HaveKey(pizzaconversion.DataAnnotation))
 
 		var back v1.Pizza
 		Expect(alpha.ConvertTo(&back)).To(Succeed())
@@ -175,7 +175,7 @@ func filler(seed int64) *randfill.Filler {
 // TypeMeta, which the webhook sets from the requested version.
 func normalize(t *metav1.TypeMeta, m *metav1.ObjectMeta) {
 	*t = metav1.TypeMeta{}
-	delete(m.Annotations, pizzaconversion.ConversionDataAnnotation)
+	delete(m.Annotations, pizzaconversion.DataAnnotation)
 }
 
 func FuzzHubRoundTrip(f *testing.F) {

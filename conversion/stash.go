@@ -23,7 +23,7 @@ import (
 )
 
 // Stash returns the annotations with lost (the fields an older version cannot
-// hold) stored under ConversionDataAnnotation, or without that annotation
+// hold) stored under dataAnnotation, or without that annotation
 // when there is nothing to keep. The input map is not modified; a map left
 // empty becomes nil again, so a round trip gives back what it was given.
 func Stash(annotations map[string]string, lost any, nothingLost bool) (map[string]string, error) {
@@ -32,28 +32,28 @@ func Stash(annotations map[string]string, lost any, nothingLost bool) (map[strin
 	}
 	data, err := json.Marshal(lost)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", ConversionDataAnnotation, err)
+		return nil, fmt.Errorf("encode %s: %w", dataAnnotation, err)
 	}
 	out := maps.Clone(annotations)
 	if out == nil {
 		out = map[string]string{}
 	}
-	out[ConversionDataAnnotation] = string(data)
+	out[dataAnnotation] = string(data)
 	return out, nil
 }
 
 // Unstash decodes the stashed fields into lost and returns the annotations
-// without ConversionDataAnnotation. found is false when there was none.
+// without dataAnnotation. found is false when there was none.
 func Unstash(annotations map[string]string, lost any) (rest map[string]string, found bool, err error) {
-	data, ok := annotations[ConversionDataAnnotation]
+	data, ok := annotations[dataAnnotation]
 	if !ok {
 		return annotations, false, nil
 	}
 	if err := json.Unmarshal([]byte(data), lost); err != nil {
-		return nil, false, fmt.Errorf("decode %s: %w", ConversionDataAnnotation, err)
+		return nil, false, fmt.Errorf("decode %s: %w", dataAnnotation, err)
 	}
 	rest = maps.Clone(annotations)
-	delete(rest, ConversionDataAnnotation)
+	delete(rest, dataAnnotation)
 	if len(rest) == 0 {
 		rest = nil
 	}

@@ -183,7 +183,7 @@ func Add(mgr ctrl.Manager, opts Options) error {
 			Engine:           opts.engineTuning(),
 			EtcdQuota:        opts.EtcdQuota,
 			EtcdQuotaSetting: "crdmigrate.Options.EtcdQuota",
-			AcceptLoss:       driver.AcceptLossOption("crdmigrate.Options.AcceptLoss"),
+			AcceptLoss:       "crdmigrate.Options.AcceptLoss",
 		},
 	}
 	selected := predicate.NewPredicateFuncs(func(o client.Object) bool {

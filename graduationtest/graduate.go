@@ -143,7 +143,7 @@ func (r *Rehearsal) driver() *driver.Driver {
 		Reporter:         reporter{r.t},
 		Engine:           &tuning,
 		EtcdQuotaSetting: "graduationtest.Options.Migration.EtcdQuota",
-		AcceptLoss:       driver.AcceptLossOption("graduationtest.Options.AcceptLoss"),
+		AcceptLoss:       "graduationtest.Options.AcceptLoss",
 	}
 }
 

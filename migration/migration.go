@@ -49,10 +49,10 @@ limitations under the License.
 // N.
 //
 // The bytes the run adds to etcd between two of the API server's
-// compactions are budgeted (SpaceBudgetFor): when the budget is spent the
-// run waits for the next compaction, so that etcd never reaches its space
-// quota because of it. Every writer of a graduation (Writers: the main
-// pass, the sweep, CleanupManagedFields) writes under such a budget, and a
+// compactions are budgeted (docs/design.md, "The budgets"): when the
+// budget is spent the run waits for the next compaction, so that etcd never
+// reaches its space quota because of it. Every writer of a graduation (the
+// main pass, the sweep, CleanupManagedFields) writes under such a budget, and a
 // writer that follows another (Options.Previous, a SpaceLedger) counts the
 // pages the earlier writes freed as free. An answer that etcd is full
 // (NOSPACE) stops the run at once.
@@ -75,8 +75,10 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
+	"github.com/graduator/graduator/internal/enginehook"
 	"github.com/graduator/graduator/internal/failpoint"
 	"github.com/graduator/graduator/internal/limit"
+	"github.com/graduator/graduator/internal/space"
 )
 
 // Run rewrites every object of opts.Resource, then sweeps once more over the
@@ -96,9 +98,11 @@ import (
 // pause of the adaptive limit measured and where the limit went from it.
 func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, error) {
 	opts = withDefaults(opts)
+	hook := enginehook.From(ctx)
 	r := &runner{
 		opts:     opts,
-		writers:  limit.New(opts.Concurrency, opts.FixedConcurrency, limitPriority(opts.Priority)),
+		hook:     hook,
+		writers:  limit.New(opts.Concurrency, hook.FixedConcurrency, limitPriority(opts.Priority)),
 		progress: opts.Resume,
 		resumed:  parseWritten(opts.Resume.Written),
 	}
@@ -147,18 +151,20 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		failpoint.Pause(ctx, failpoint.Sweep)
 	}
 	complete, err := r.sweep(ctx)
-	r.space.settle(ctx)
+	r.space.Settle(ctx)
 	return r.result(complete && err == nil), err
 }
 
 type runner struct {
 	objects objectClient
 	opts    Options
+	// hook is what a caller in this module told besides opts.
+	hook    enginehook.Hook
 	writers *limit.Gate
 	qps     flowcontrol.RateLimiter // nil: no cap
 	// space is the etcd space budget; metrics reads the API server's
 	// /metrics for it (nil without a rest.Config).
-	space   *spaceBudget
+	space   *space.Budget
 	metrics func(context.Context) ([]byte, error)
 	// etcdFull is set at etcd's first NOSPACE answer: no write starts after.
 	etcdFull atomic.Bool
@@ -195,7 +201,7 @@ func (r *runner) snapshot() Progress {
 	var reason limit.Reason
 	p.Writers, reason, p.WriteRate = r.writers.Status()
 	p.WritersReason = limitReason(reason)
-	p.Space = r.space.Ledger()
+	p.Space = SpaceLedger(r.space.Ledger())
 	return p
 }
 
@@ -216,8 +222,8 @@ func (r *runner) notify() {
 
 func (r *runner) result(complete bool) Result {
 	res := Result{Progress: r.snapshot(), Complete: complete}
-	if !r.space.off() {
-		res.Charged = r.space.charges()
+	if !r.space.Off() && r.hook.OnCharged != nil {
+		r.hook.OnCharged(r.space.Charges())
 	}
 	if complete {
 		res.Continue = ""

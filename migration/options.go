@@ -80,9 +80,6 @@ type Options struct {
 	// Concurrency is the upper bound on writers in flight; the limit adapts
 	// below it (DefaultConcurrency when 0).
 	Concurrency int
-	// FixedConcurrency keeps Concurrency writers in flight instead of
-	// adapting, for measurements.
-	FixedConcurrency bool
 	// Priority is how much of the API server the adaptive limit takes:
 	// PriorityBackground (when empty) keeps other clients' write rate at 55%
 	// or more of their rate alone, PriorityFull takes the server's full
@@ -131,25 +128,15 @@ type Options struct {
 	SweepWatchLimit int
 	// EtcdQuota is etcd's space quota in bytes (its --quota-backend-bytes;
 	// 2 GiB unless set), when known: the etcd space budget then lets the
-	// database grow to 3/4 of it (SpaceBudgetFor). 0 when not told: etcd's
-	// default (DefaultEtcdQuota) is assumed, so a cluster that lowered its
-	// quota must tell it.
+	// database grow to 3/4 of it (docs/design.md, "The budgets"). 0 when
+	// not told: etcd's default (DefaultEtcdQuota) is assumed, so a cluster
+	// that lowered its quota must tell it.
 	EtcdQuota int64
-	// EtcdQuotaSetting names, for people, where EtcdQuota is told at the
-	// door that runs the migration (a flag, a field): a wait for a
-	// compaction with the quota not told says it. "Options.EtcdQuota" when
-	// empty.
-	EtcdQuotaSetting string
-	// SpaceBudget, when above 0, is the bytes the run may add to etcd
-	// between two compactions, instead of SpaceBudgetFor's. Below 0 turns
-	// the budget off (measurements only: a big population of big objects
-	// can then fill etcd).
-	SpaceBudget int64
 	// Previous is what the runs before this one in the same etcd left of
 	// their writes (Progress.Space of the last of them): a run resumed after
 	// a restart, the managedFields cleanup after its migration, the next
 	// CRD of a fleet. The budget then counts the pages their writes freed
-	// as free (SpaceBudgetFor), and charges their writes not compacted yet.
+	// as free, and charges their writes not compacted yet.
 	// Zero: none known, and the budget reads the database's file alone.
 	Previous SpaceLedger
 	// OnProgress is called, never concurrently, each time the oldest pages
@@ -253,9 +240,6 @@ type Result struct {
 	// end of their listings: every object was handled, and each one is
 	// either done or counted in Failed.
 	Complete bool
-	// Charged is what each writer of the run charged to the etcd space
-	// budget (nil with the budget off).
-	Charged map[Writer]Charge
 }
 
 // ParseEtcdQuota reads an etcd quota given as a quantity, such as 8Gi or

@@ -31,6 +31,7 @@ import (
 	"github.com/graduator/graduator/internal/errclass"
 	"github.com/graduator/graduator/internal/limit"
 	"github.com/graduator/graduator/internal/paging"
+	"github.com/graduator/graduator/internal/space"
 )
 
 // passKind tells the main pass from the catch-up sweep.
@@ -62,12 +63,12 @@ type pageRun struct {
 }
 
 // pass lists every object and hands each to a writer. Writers flow from
-// writer is the pass's Writer, for the etcd space budget.
-func (k passKind) writer() Writer {
+// writer is the pass's writer, for the etcd space budget.
+func (k passKind) writer() space.Writer {
 	if k == catchUpPass {
-		return WriterSweep
+		return space.WriterSweep
 	}
-	return WriterPass
+	return space.WriterPass
 }
 
 // one page into the next; pages are marked done in listing order.
@@ -152,9 +153,9 @@ func (ps *passState) dispatch(p page) bool {
 
 // sampleSize reads the first and the last object of a main pass page
 // whole, to charge the page's writes to the etcd space budget at the right
-// size (two GETs per page; spaceBudget.sampledPage says why both).
+// size (two GETs per page; space.Budget.SampledPage says why both).
 func (ps *passState) sampleSize(p page) {
-	if ps.space.off() || ps.kind != mainPass || len(p.items) == 0 {
+	if ps.space.Off() || ps.kind != mainPass || len(p.items) == 0 {
 		return
 	}
 	ends := []objectRef{p.items[0]}
@@ -167,7 +168,7 @@ func (ps *passState) sampleSize(p page) {
 			sizes = append(sizes, size)
 		}
 	}
-	ps.space.sampledPage(sizes...)
+	ps.space.SampledPage(sizes...)
 }
 
 // takeCheckpoint takes the first page's resourceVersion as the pass's
@@ -212,7 +213,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		if err == nil {
 			ps.writers.Release(limit.Signal{})
 		}
-		ps.space.done(chunk, "")
+		ps.space.Done(chunk, "")
 		ps.finish(pr, notCounted, nil, obj)
 		return
 	}
@@ -220,7 +221,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 	go func() {
 		defer ps.running.Done()
 		outcome, rv, err := ps.handle(ps.ctx, obj, checkpoint)
-		ps.space.done(chunk, rv)
+		ps.space.Done(chunk, rv)
 		if err != nil && stopsRun(err) && ps.ctx.Err() == nil {
 			if errclass.IsNoSpace(err) {
 				err = &EtcdFullError{Err: err}

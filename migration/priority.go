@@ -63,7 +63,7 @@ const (
 	// LimitPausing: the engine paused its writes for a moment to measure the
 	// other clients' write rate alone.
 	LimitPausing LimitReason = "Pausing"
-	// LimitFixed: Options.FixedConcurrency, no adaptation.
+	// LimitFixed: a fixed number of writers, no adaptation (measurements).
 	LimitFixed LimitReason = "Fixed"
 )
 

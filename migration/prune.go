@@ -36,7 +36,9 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/graduator/graduator/internal/enginehook"
 	"github.com/graduator/graduator/internal/paging"
+	"github.com/graduator/graduator/internal/space"
 )
 
 // ErrCRDChanged says the CRD's storage version or generation is not the one
@@ -100,7 +102,7 @@ func PruneStoredVersions(ctx context.Context, c client.Client, crdName string, e
 // versions: they break later server-side applies ("request to convert CR to
 // an invalid group/version"). It returns how many objects it changed. Its
 // patches are budgeted as CleanupManagedFieldsWithin's with no options: the
-// database's size unknown, MinSpaceBudget per compaction.
+// database's size unknown, a fixed 16 MiB per compaction.
 func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource schema.GroupVersionResource, served []string) (int, error) {
 	res, err := CleanupManagedFieldsWithin(ctx, c, resource, served, CleanupOptions{})
 	return res.Cleaned, err
@@ -108,14 +110,13 @@ func CleanupManagedFields(ctx context.Context, c dynamic.Interface, resource sch
 
 // CleanupOptions are the etcd space budget's inputs for the managedFields
 // cleanup, as Options' for a Run: the cleanup rewrites as many objects as
-// the migration, so it writes under the same rule (SpaceBudgetFor).
+// the migration, so it writes under the same rule (internal/space).
 type CleanupOptions struct {
 	// Config reads the API server's /metrics for etcd's database size.
 	Config *rest.Config
-	// EtcdQuota, SpaceBudget and Previous are Options'.
-	EtcdQuota   int64
-	SpaceBudget int64
-	Previous    SpaceLedger
+	// EtcdQuota and Previous are Options'.
+	EtcdQuota int64
+	Previous  SpaceLedger
 	// OnCompactionWait is called when the cleanup starts waiting for etcd's
 	// next compaction, with why, and with "" when the wait ends.
 	OnCompactionWait func(string)
@@ -133,12 +134,10 @@ type CleanupResult struct {
 	CompactionWaits   int
 	// Space is what its writes did to etcd's space, for what follows.
 	Space SpaceLedger
-	// Charged is what it charged to the budget (nil with it off).
-	Charged map[Writer]Charge
 }
 
 // CleanupManagedFieldsWithin is CleanupManagedFields with its etcd space
-// budget told: each patch is charged to it (WriterCleanup) at the object's
+// budget told: each patch is charged to it (as the cleanup's) at the object's
 // size, and the cleanup waits for a compaction when the patches not
 // compacted yet would pass it.
 //
@@ -152,15 +151,16 @@ func CleanupManagedFieldsWithin(ctx context.Context, c dynamic.Interface, resour
 		servedAPIVersions[schema.GroupVersion{Group: resource.Group, Version: v}.String()] = true
 	}
 	objects := dynamicObjects{client: c, resource: resource}
-	inputs := spaceInputs{budget: opts.SpaceBudget, quota: opts.EtcdQuota, previous: opts.Previous, metrics: metricsReader(opts.Config)}
+	hook := enginehook.From(ctx)
+	inputs := space.Inputs{Quota: opts.EtcdQuota, Previous: space.Ledger(opts.Previous), Metrics: metricsReader(opts.Config), Fixed: hook.SpaceBudget}
 	var res CleanupResult
-	var space *spaceBudget
-	space, res.SpaceBudgetReason, _ = inputs.newBudget(ctx, objects.compacted, resource.String())
-	res.SpaceBudget = space.budget
-	space.onRebudget = func(reason string) {
-		res.SpaceBudget, res.SpaceBudgetReason = space.currentBudget(), reason
-	}
-	w := &cleanupWriter{space: space, served: servedAPIVersions, onWait: opts.OnCompactionWait, waits: &res.CompactionWaits}
+	var budget *space.Budget
+	budget, res.SpaceBudgetReason, _ = inputs.New(ctx, objects.compacted, resource.String())
+	res.SpaceBudget = budget.Current()
+	budget.OnRebudget(func(reason string) {
+		res.SpaceBudget, res.SpaceBudgetReason = budget.Current(), reason
+	})
+	w := &cleanupWriter{space: budget, served: servedAPIVersions, onWait: opts.OnCompactionWait, waits: &res.CompactionWaits}
 	err := paging.EachObject(ctx, c, resource, paging.DefaultPageSize, nil, func(obj *unstructured.Unstructured) error {
 		changed, err := w.cleanup(ctx, c, resource, obj)
 		if changed {
@@ -168,17 +168,17 @@ func CleanupManagedFieldsWithin(ctx context.Context, c dynamic.Interface, resour
 		}
 		return err
 	})
-	space.settle(ctx)
-	res.Space = space.Ledger()
-	if !space.off() {
-		res.Charged = space.charges()
+	budget.Settle(ctx)
+	res.Space = SpaceLedger(budget.Ledger())
+	if !budget.Off() && hook.OnCharged != nil {
+		hook.OnCharged(budget.Charges())
 	}
 	return res, err
 }
 
 // cleanupWriter patches objects under the cleanup's budget.
 type cleanupWriter struct {
-	space  *spaceBudget
+	space  *space.Budget
 	served map[string]bool
 	onWait func(string)
 	waits  *int
@@ -186,13 +186,13 @@ type cleanupWriter struct {
 
 // reserve charges one patch of an object of size bytes, waiting for a
 // compaction when the budget is spent.
-func (w *cleanupWriter) reserve(ctx context.Context, size int64) (*spaceChunk, error) {
-	w.space.sampledPage(size)
-	return w.space.reserve(ctx, WriterCleanup, func(rev string) {
+func (w *cleanupWriter) reserve(ctx context.Context, size int64) (*space.Chunk, error) {
+	w.space.SampledPage(size)
+	return w.space.Reserve(ctx, space.WriterCleanup, func(rev string) {
 		*w.waits++
 		if w.onWait != nil {
 			w.onWait(fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s: the managedFields cleanup's writes not compacted yet reached its budget of %s",
-				rev, bytesText(w.space.currentBudget())))
+				rev, space.BytesText(w.space.Current())))
 		}
 	}, func() {
 		if w.onWait != nil {
@@ -252,7 +252,7 @@ func (w *cleanupWriter) cleanup(ctx context.Context, c dynamic.Interface, resour
 		if err == nil {
 			rv = patched.GetResourceVersion()
 		}
-		w.space.done(chunk, rv)
+		w.space.Done(chunk, rv)
 		if err != nil {
 			failed = "clean managedFields of"
 			if apierrors.IsConflict(err) {

@@ -17,12 +17,8 @@ limitations under the License.
 package migration
 
 import (
-	"context"
 	"errors"
-	"strconv"
-	"sync"
 	"sync/atomic"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -30,73 +26,24 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/graduator/graduator/internal/enginehook"
 	"github.com/graduator/graduator/internal/errclass"
 	"github.com/graduator/graduator/internal/limit"
+	"github.com/graduator/graduator/internal/space"
 )
 
 const mib = int64(1) << 20
 
-var _ = Describe("the etcd space budget", func() {
-	DescribeTable("SpaceBudgetFor: the bytes a run may add to etcd between two compactions",
-		func(space EtcdSpace, want int64, reason string) {
-			got, why := SpaceBudgetFor(space)
-			Expect(got).To(Equal(want), "budget %s", bytesText(got))
-			Expect(why).To(ContainSubstring(reason))
-		},
-		Entry("the quota told: up to 3/4 of it", EtcdSpace{DatabaseSize: 110 * mib, Quota: 192 * mib}, 34*mib, "of its 192Mi quota"),
-		Entry("the quota told, the database past 3/4 already: 1/64 of the quota", EtcdSpace{DatabaseSize: 170 * mib, Quota: 192 * mib}, 3*mib, "at least 1/64"),
-		Entry("a big quota told and a small database: not slowed", EtcdSpace{DatabaseSize: 100 * mib, Quota: 8192 * mib}, 6044*mib, "8Gi quota"),
-		Entry("the quota told, no database size (no /metrics): 1/16 of it", EtcdSpace{Quota: 2048 * mib}, 128*mib, "1/16"),
-		Entry("the quota told, /metrics without a storage size: 1/16 of it", EtcdSpace{Quota: 2048 * mib, SizeUnreported: true}, 128*mib, "1/16"),
-		// The quota not told: etcd's default 2 GiB is assumed.
-		Entry("not told, a newcomer's small database: 3/4 of etcd's default 2Gi less the database", EtcdSpace{DatabaseSize: 20 * mib}, 1516*mib, "default 2Gi is assumed"),
-		Entry("not told, an empty database: 3/4 of 2Gi", EtcdSpace{DatabaseSize: 1}, 1536*mib-1, "default 2Gi is assumed"),
-		Entry("not told, a database just under 60% of 2Gi: still 3/4 of 2Gi less the database", EtcdSpace{DatabaseSize: 1200 * mib}, 336*mib, "default 2Gi is assumed"),
-		Entry("not told, a database large against 2Gi: a quarter of it", EtcdSpace{DatabaseSize: 1600 * mib}, 400*mib, "a quarter of etcd's database"),
-		Entry("not told, a database past 2Gi (its quota was raised): a quarter of it", EtcdSpace{DatabaseSize: 8192 * mib}, 2048*mib, "a quarter of etcd's database"),
-		Entry("nothing known (no /metrics): the fixed 16Mi", EtcdSpace{}, MinSpaceBudget, "a fixed budget"),
-		Entry("not told, /metrics without a storage size (kine): no budget", EtcdSpace{SizeUnreported: true}, int64(-1), "no storage size"),
-	)
-
-	It("never budgets under 300 MiB with a database size and the quota not told", func() {
-		for size := mib; size <= 16384*mib; size += 7 * mib {
-			budget, _ := SpaceBudgetFor(EtcdSpace{DatabaseSize: size})
-			Expect(budget).To(BeNumerically(">=", 300*mib), "a database of %s", bytesText(size))
-		}
-	})
-
-	It("reads the storage size from /metrics, and a /metrics that never carries one as unreported (kine)", func(ctx SpecContext) {
-		defer func(n int, d time.Duration) { storageSizeReads, storageSizeRetry = n, d }(storageSizeReads, storageSizeRetry)
-		storageSizeRetry = time.Millisecond
-		reads := 0
-		without := func(context.Context) ([]byte, error) { reads++; return []byte("apiserver_request_total 5\n"), nil }
-		r := &runner{metrics: without}
-		space, err := etcdSpace(ctx, r.metrics, r.opts.EtcdQuota)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(space).To(Equal(EtcdSpace{SizeUnreported: true}))
-		Expect(reads).To(Equal(storageSizeReads), "read again: a loaded etcd can miss one scrape")
-
-		reads = 0
-		late := func(context.Context) ([]byte, error) {
-			reads++
-			if reads < 2 {
-				return []byte("apiserver_request_total 5\n"), nil
-			}
-			return []byte("apiserver_storage_size_bytes{storage_cluster_id=\"etcd-0\"} 4.2e+07\n"), nil
-		}
-		r = &runner{metrics: late}
-		r.opts.EtcdQuota = 192 * mib
-		Expect(etcdSpace(ctx, r.metrics, r.opts.EtcdQuota)).To(Equal(EtcdSpace{DatabaseSize: 42000000, Quota: 192 * mib}))
-
-		r = &runner{metrics: func(context.Context) ([]byte, error) { return nil, errors.New("forbidden") }}
-		space, err = etcdSpace(ctx, r.metrics, r.opts.EtcdQuota)
-		Expect(err).To(MatchError(ContainSubstring("forbidden")))
-		Expect(space.SizeUnreported).To(BeFalse(), "an unreadable /metrics is an unknown size, not an unreported one")
+var _ = Describe("the etcd space budget in a run", func() {
+	It("hands on the budget's own ledger, and assumes its default quota", func() {
+		l := space.Ledger{InUse: 1, Peak: 2, Outstanding: 3, Revision: 4}
+		Expect(space.Ledger(SpaceLedger(l))).To(Equal(l))
+		Expect(DefaultEtcdQuota).To(Equal(space.DefaultQuota))
 	})
 
 	It("says, when it waits with the quota not told, where to tell it", func() {
 		r := &runner{}
-		r.opts.EtcdQuotaSetting = "--etcd-quota"
+		r.hook.QuotaSetting = "--etcd-quota"
 		Expect(r.quotaHint()).To(ContainSubstring("tell the quota with --etcd-quota"))
 		r.progress.DatabaseSize = 20 * mib
 		Expect(r.quotaHint()).To(ContainSubstring("its default 2Gi is assumed: if the quota is larger, tell it with --etcd-quota"))
@@ -104,119 +51,24 @@ var _ = Describe("the etcd space budget", func() {
 		Expect(r.quotaHint()).To(BeEmpty(), "a told quota is not hinted at")
 	})
 
-	It("writes sizes as people read them", func() {
-		Expect(bytesText(16 * mib)).To(Equal("16Mi"))
-		Expect(bytesText(DefaultEtcdQuota)).To(Equal("2Gi"))
-		Expect(bytesText(1568536 << 10)).To(Equal("1.50Gi"))
-		Expect(bytesText(24600 << 10)).To(Equal("24.0Mi"))
-		Expect(bytesText(4328 << 10)).To(Equal("4.2Mi"))
-		Expect(bytesText(300 << 10)).To(Equal("300Ki"))
-	})
-
-	It("charges a 16 KB object about what etcd measured (1.2x) and a small one its overhead", func() {
-		Expect(WriteCost(16 << 10)).To(BeNumerically("~", 1.2*16*1024, 0.1*16*1024))
-		Expect(WriteCost(300)).To(BeNumerically("<", 1024))
-	})
-
-	It("finds the storage size in the API server's /metrics, the largest of several etcd clusters", func() {
-		metrics := []byte(`# HELP apiserver_storage_size_bytes [STABLE] Size of the storage database file physically allocated in bytes.
-# TYPE apiserver_storage_size_bytes gauge
-apiserver_storage_size_bytes{storage_cluster_id="etcd-0"} 1.2345e+08
-apiserver_storage_size_bytes{storage_cluster_id="etcd-1"} 4096
-apiserver_storage_size_bytes_other 1e+12
-`)
-		size, ok := parseStorageSize(metrics)
-		Expect(ok).To(BeTrue())
-		Expect(size).To(Equal(int64(123450000)))
-		_, ok = parseStorageSize([]byte("apiserver_request_total 5\n"))
-		Expect(ok).To(BeFalse())
-	})
-
-	It("lets writes go while the bytes not compacted yet fit the budget (a write always goes when none are)", func() {
-		s := &spaceBudget{budget: 2 * WriteCost(defaultObjectBytes)}
-		for range 2 {
-			_, ok := s.tryReserve(WriterPass)
-			Expect(ok).To(BeTrue())
-		}
-		_, ok := s.tryReserve(WriterPass)
-		Expect(ok).To(BeFalse())
-		s = &spaceBudget{budget: 1} // smaller than one write
-		_, ok = s.tryReserve(WriterPass)
-		Expect(ok).To(BeTrue())
-		_, ok = s.tryReserve(WriterPass)
-		Expect(ok).To(BeFalse())
-	})
-
-	It("charges a page's writes at least its largest sampled object", func() {
-		// The first page starts among a client's small objects and ends
-		// among large ones: charged at its first object, a hundred times the
-		// ten large writes the budget holds would go; at the mean, twice.
-		s := &spaceBudget{budget: 10 * WriteCost(240<<10)}
-		s.sampledPage(2<<10, 240<<10)
-		for range 10 {
-			_, ok := s.tryReserve(WriterPass)
-			Expect(ok).To(BeTrue())
-		}
-		_, ok := s.tryReserve(WriterPass)
-		Expect(ok).To(BeFalse(), "the eleventh large write passes the budget")
-		// The next page's samples set its own floor; the mean stays.
-		s.sampledPage(2<<10, 2<<10)
-		Expect(s.cost()).To(Equal(WriteCost((2<<10 + 240<<10 + 2<<10 + 2<<10) / 4)))
-	})
-
-	It("charges what the sampled objects weigh", func() {
-		s := &spaceBudget{budget: 10 * WriteCost(300)}
-		s.sampledPage(300)
-		for range 10 {
-			_, ok := s.tryReserve(WriterPass)
-			Expect(ok).To(BeTrue())
-		}
-		_, ok := s.tryReserve(WriterPass)
-		Expect(ok).To(BeFalse())
-	})
-
-	It("frees the oldest writes once etcd compacted past the last of them, and says why it waits meanwhile", func(ctx SpecContext) {
-		defer func(poll, settle time.Duration) { compactionPoll, compactionSettle = poll, settle }(compactionPoll, compactionSettle)
-		compactionPoll, compactionSettle = 10*time.Millisecond, time.Millisecond
-		var compactedTo atomic.Int64
-		var asked sync.Map
+	It("shows a wait for a compaction in the progress, and its end", func(ctx SpecContext) {
 		var reports []Progress
 		r := &runner{writers: limit.New(8, false, limit.Background)}
 		r.opts.OnProgress = func(p Progress) { reports = append(reports, p) }
-		r.space = &spaceBudget{budget: 8 * WriteCost(defaultObjectBytes), compacted: func(_ context.Context, rv string) (bool, error) {
-			asked.Store(rv, true)
-			v, _ := strconv.ParseInt(rv, 10, 64)
-			return compactedTo.Load() >= v, nil
-		}}
-		// Eight writes fill the budget, in chunks of two.
-		for rv := range 8 {
-			chunk, err := r.reserveSpace(ctx, WriterPass)
-			Expect(err).NotTo(HaveOccurred())
-			r.space.done(chunk, strconv.Itoa(100+rv))
-		}
-		Expect(r.space.chunks).To(HaveLen(4))
-		go func() {
-			time.Sleep(50 * time.Millisecond)
-			compactedTo.Store(100) // not past the first chunk's last write
-			time.Sleep(50 * time.Millisecond)
-			compactedTo.Store(103) // past the first two chunks
-		}()
-		_, err := r.reserveSpace(ctx, WriterPass)
-		Expect(err).NotTo(HaveOccurred())
-		_, askedFirst := asked.Load("101")
-		Expect(askedFirst).To(BeTrue(), "it asks about the oldest chunk's last write")
-		Expect(r.space.outstanding).To(Equal(5*WriteCost(defaultObjectBytes)), "two chunks freed, one more write charged")
+		r.space, _, _ = space.Inputs{Fixed: 8 * mib}.New(ctx, nil, "widgets")
+		r.startWait(ctx, "101")
 		Expect(r.progress.CompactionWaits).To(Equal(1))
-		Expect(reports).To(HaveLen(2))
+		Expect(reports).To(HaveLen(1))
 		Expect(reports[0].CompactionWait).To(ContainSubstring("waiting for etcd's next compaction past resourceVersion 101"))
+		Expect(reports[0].CompactionWait).To(ContainSubstring("its budget of 8Mi"))
 		Expect(reports[0].CompactionWait).To(ContainSubstring("tell the quota with Options.EtcdQuota"))
-		Expect(reports[1].CompactionWait).To(BeEmpty())
 	})
 
 	It("never waits when the budget is off", func(ctx SpecContext) {
-		r := &runner{writers: limit.New(8, false, limit.Background), space: &spaceBudget{budget: -1}}
+		r := &runner{writers: limit.New(8, false, limit.Background)}
+		r.space, _, _ = space.Inputs{Fixed: -1}.New(ctx, nil, "widgets")
 		for range 1000 {
-			_, err := r.reserveSpace(ctx, WriterPass)
+			_, err := r.reserveSpace(ctx, space.WriterPass)
 			Expect(err).NotTo(HaveOccurred())
 		}
 	})
@@ -230,7 +82,7 @@ var _ = Describe("a full etcd (NOSPACE)", func() {
 			patches.Add(1)
 			return true, nil, apierrors.NewInternalError(errors.New("etcdserver: mvcc: database space exceeded"))
 		})
-		res, err := Run(ctx, c, Options{Resource: fakeWidgets, Concurrency: 1, FixedConcurrency: true})
+		res, err := Run(enginehook.With(ctx, enginehook.Hook{FixedConcurrency: true}), c, Options{Resource: fakeWidgets, Concurrency: 1})
 		Expect(err).To(HaveOccurred())
 		Expect(errclass.IsNoSpace(err)).To(BeTrue())
 		var full *EtcdFullError

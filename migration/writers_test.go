@@ -19,20 +19,21 @@ package migration
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/graduator/graduator/internal/enginehook"
+	"github.com/graduator/graduator/internal/space"
 )
 
 var _ = Describe("every writer of a graduation within the etcd space budget", func() {
-	It("names each pass's writes as one of Writers", func() {
+	It("names each pass's writes as one of the writers", func() {
 		for _, kind := range []passKind{mainPass, catchUpPass} {
-			Expect(Writers).To(ContainElement(kind.writer()))
+			Expect(space.Writers).To(ContainElement(kind.writer()))
 		}
 		Expect(mainPass.writer()).NotTo(Equal(catchUpPass.writer()))
 	})
@@ -51,19 +52,22 @@ var _ = Describe("every writer of a graduation within the etcd space budget", fu
 			mu.Unlock()
 			return false, nil, nil
 		})
-		const budget = 64 << 20 // on, and never waited for
-		res, err := Run(ctx, c, Options{Resource: fakeWidgets, Concurrency: 4, SpaceBudget: budget})
+		var runCharged, cleanupCharged map[space.Writer]space.Charge
+		// A budget on, and never waited for.
+		hook := enginehook.Hook{SpaceBudget: 64 << 20, OnCharged: func(c map[space.Writer]space.Charge) { runCharged = c }}
+		res, err := Run(enginehook.With(ctx, hook), c, Options{Resource: fakeWidgets, Concurrency: 4})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Complete).To(BeTrue())
-		cleaned, err := CleanupManagedFieldsWithin(ctx, c, fakeWidgets, []string{"v2"}, CleanupOptions{SpaceBudget: budget, Previous: res.Space})
+		hook.OnCharged = func(c map[space.Writer]space.Charge) { cleanupCharged = c }
+		cleaned, err := CleanupManagedFieldsWithin(enginehook.With(ctx, hook), c, fakeWidgets, []string{"v2"}, CleanupOptions{Previous: res.Space})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cleaned.Cleaned).To(Equal(len(names)))
 
-		charged := map[Writer]Charge{}
-		for _, charges := range []map[Writer]Charge{res.Charged, cleaned.Charged} {
+		charged := map[space.Writer]space.Charge{}
+		for _, charges := range []map[space.Writer]space.Charge{runCharged, cleanupCharged} {
 			for w, ch := range charges {
-				Expect(Writers).To(ContainElement(w), "a writer not named in Writers")
-				charged[w] = Charge{Writes: charged[w].Writes + ch.Writes, Bytes: charged[w].Bytes + ch.Bytes}
+				Expect(space.Writers).To(ContainElement(w), "a writer not named in space.Writers")
+				charged[w] = space.Charge{Writes: charged[w].Writes + ch.Writes, Bytes: charged[w].Bytes + ch.Bytes}
 			}
 		}
 		var writes int64
@@ -73,9 +77,9 @@ var _ = Describe("every writer of a graduation within the etcd space budget", fu
 		mu.Lock()
 		defer mu.Unlock()
 		Expect(writes).To(Equal(int64(patches)), "every write charged once: %v", charged)
-		Expect(charged[WriterPass].Writes).To(Equal(res.Rewritten))
-		Expect(charged[WriterCleanup].Writes).To(Equal(int64(cleaned.Cleaned)), "the cleanup's patches are charged")
-		Expect(charged[WriterCleanup].Bytes).To(BeNumerically(">=", int64(cleaned.Cleaned)*WriteCost(100)))
+		Expect(charged[space.WriterPass].Writes).To(Equal(res.Rewritten))
+		Expect(charged[space.WriterCleanup].Writes).To(Equal(int64(cleaned.Cleaned)), "the cleanup's patches are charged")
+		Expect(charged[space.WriterCleanup].Bytes).To(BeNumerically(">=", int64(cleaned.Cleaned)*space.WriteCost(100)))
 	})
 
 	It("has the cleanup wait for a compaction when its budget is spent", func(ctx SpecContext) {
@@ -83,9 +87,9 @@ var _ = Describe("every writer of a graduation within the etcd space budget", fu
 		var waits []string
 		waiting, stop := context.WithCancel(ctx)
 		defer stop()
-		_, err := CleanupManagedFieldsWithin(waiting, c, fakeWidgets, []string{"v2"}, CleanupOptions{
-			SpaceBudget: 1, // one patch at a time
-			Previous:    SpaceLedger{InUse: 1, Peak: 1, Outstanding: 1, Revision: 7},
+		onePatch := enginehook.With(waiting, enginehook.Hook{SpaceBudget: 1}) // one patch at a time
+		_, err := CleanupManagedFieldsWithin(onePatch, c, fakeWidgets, []string{"v2"}, CleanupOptions{
+			Previous: SpaceLedger{InUse: 1, Peak: 1, Outstanding: 1, Revision: 7},
 			OnCompactionWait: func(why string) {
 				waits = append(waits, why)
 				stop()
@@ -98,220 +102,5 @@ var _ = Describe("every writer of a graduation within the etcd space budget", fu
 		Expect(waits).NotTo(BeEmpty())
 		Expect(waits[0]).To(ContainSubstring("past resourceVersion 7"))
 		Expect(waits[0]).To(ContainSubstring("managedFields cleanup"))
-	})
-})
-
-// etcdModel is etcd's database as the budget sees it: the bytes in use
-// (live objects, and revisions not compacted yet) and its file, which
-// grows when they pass it and shrinks only at a defragmentation.
-type etcdModel struct {
-	live, uncompacted, file int64
-	// garbage is what others write in each compaction window.
-	garbage int64
-	// scatterPct is how much more than they are charged the run's writes
-	// grow the file, in percent (bbolt's pages around large values).
-	scatterPct int64
-}
-
-func (e *etcdModel) write(n int64) {
-	e.uncompacted += n
-	e.file = max(e.file, e.live+e.uncompacted)
-}
-
-// writeRun is a write of the run charged n.
-func (e *etcdModel) writeRun(n int64) { e.write(n + n*e.scatterPct/100) }
-
-func (e *etcdModel) compact() { e.uncompacted = 0 }
-
-// others adds others' live data.
-func (e *etcdModel) others(n int64) {
-	e.live += n
-	e.file = max(e.file, e.live+e.uncompacted)
-}
-
-// graduate runs objects rewrites of cost bytes each through a budget the
-// rule sets from the file and prev, a compaction every window, killed
-// after killAfter writes (0: not killed). It returns the run's ledger, the
-// compaction windows it took, and its budget.
-func (e *etcdModel) graduate(quota int64, prev SpaceLedger, objects, cost int64, killAfter int64) (SpaceLedger, int, int64) {
-	budget, _ := SpaceBudgetFor(EtcdSpace{DatabaseSize: e.file, Quota: quota, Previous: prev})
-	s := &spaceBudget{budget: budget, sampleBytes: cost*4/5 - 512, samples: 1}
-	s.ledger.InUse = prev.inUse(e.file)
-	s.inherit(prev)
-	s.watch = newFileWatch(e.file, s.ledger.InUse, budget, quota)
-	s.fileSize = func(context.Context) (int64, error) { return e.file, nil }
-	windows, rev := 0, uint64(100)
-	for written := int64(0); written < objects; {
-		// The file read once per compaction window (fileCheckEvery 0).
-		s.checkFile(context.Background())
-		e.write(e.garbage) // others' writes of the window, freed with the run's
-		for written < objects {
-			if killAfter > 0 && written == killAfter {
-				return s.Ledger(), windows, budget
-			}
-			chunk, ok := s.tryReserve(WriterPass)
-			if !ok {
-				break
-			}
-			e.writeRun(s.cost())
-			rev++
-			s.done(chunk, fmt.Sprint(rev))
-			written++
-		}
-		// A compaction: every chunk is freed.
-		e.compact()
-		s.mu.Lock()
-		for len(s.chunks) > 0 {
-			s.pop()
-		}
-		s.mu.Unlock()
-		windows++
-	}
-	return s.Ledger(), windows, s.currentBudget()
-}
-
-var _ = Describe("a run that follows another (SpaceLedger)", func() {
-	const quota = 64 * mib
-	ceiling := quota * 3 / 4
-
-	DescribeTable("SpaceBudgetFor after other runs",
-		func(space EtcdSpace, want int64, reason string) {
-			got, why := SpaceBudgetFor(space)
-			Expect(got).To(Equal(want), "budget %s", bytesText(got))
-			Expect(why).To(ContainSubstring(reason))
-		},
-		Entry("a resume after a run grew the file to the ceiling: the first run's budget",
-			EtcdSpace{DatabaseSize: 48 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 8*mib, "its file is 48Mi: 8Mi of it is pages the runs before this one freed"),
-		Entry("no ledger: the file alone, the floor",
-			EtcdSpace{DatabaseSize: 48 * mib, Quota: quota}, quota/64, "at least 1/64"),
-		Entry("the runs' writes grew the file a quarter more than their peak (the pages around them): still the first run's budget",
-			EtcdSpace{DatabaseSize: 50 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 8*mib, "10Mi of it is pages the runs before this one freed"),
-		Entry("others grew the database past that: their growth counts",
-			EtcdSpace{DatabaseSize: 54 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 4*mib, "44Mi of its 64Mi quota"),
-		Entry("a run killed early grew the file less: only its peak is credited",
-			EtcdSpace{DatabaseSize: 42 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 8*mib, "40Mi of its 64Mi quota"),
-		Entry("a defragmented database: the file, smaller than what the runs counted",
-			EtcdSpace{DatabaseSize: 30 * mib, Quota: quota, Previous: SpaceLedger{InUse: 40 * mib, Peak: 8 * mib}}, 18*mib, "30Mi of its 64Mi quota"),
-		Entry("the quota not told: the in-use part against the assumed default",
-			EtcdSpace{DatabaseSize: 1700 * mib, Previous: SpaceLedger{InUse: 1100 * mib, Peak: 436 * mib}}, 1536*mib-1155*mib, "default 2Gi is assumed"),
-	)
-
-	DescribeTable("keeps the pace of the first run for a resume and a fleet of CRDs in a row, and stays under the ceiling", func(scatterPct int64) {
-		DeferCleanup(func(every time.Duration) { fileCheckEvery = every }, fileCheckEvery)
-		fileCheckEvery = 0
-		e := &etcdModel{live: 40 * mib, file: 40 * mib, scatterPct: scatterPct}
-		cost := WriteCost(240 << 10)
-		const objects = 120
-
-		first, firstWindows, firstBudget := e.graduate(quota, SpaceLedger{}, objects, cost, 0)
-		// The ceiling bounds what the writes are charged; the file takes
-		// the pages around them too.
-		ceiling := ceiling + firstBudget*scatterPct/100
-		Expect(e.file).To(BeNumerically("<=", ceiling))
-		Expect(e.file).To(BeNumerically(">", 40*mib+firstBudget/2), "the first run grew the file")
-
-		By("a run killed at half its pass and resumed")
-		killed, _, _ := e.graduate(quota, first, objects, cost, objects/2)
-		resumed, resumedWindows, resumedBudget := e.graduate(quota, killed, objects/2, cost, 0)
-		Expect(resumedBudget).To(Equal(firstBudget))
-		Expect(resumedWindows).To(BeNumerically("<=", firstWindows/2+1))
-		Expect(e.file).To(BeNumerically("<=", ceiling))
-
-		By("the next CRDs of a fleet")
-		prev := resumed
-		for i := range 5 {
-			var windows int
-			var budget int64
-			prev, windows, budget = e.graduate(quota, prev, objects, cost, 0)
-			Expect(budget).To(Equal(firstBudget), "CRD %d", i+2)
-			Expect(windows).To(BeNumerically("<=", firstWindows), "CRD %d", i+2)
-			Expect(e.file).To(BeNumerically("<=", ceiling), "CRD %d", i+2)
-		}
-
-		By("others adding data between two CRDs, into the pages the runs freed: the file's growth while the run writes gives it away")
-		e.others(10 * mib)
-		_, _, budget := e.graduate(quota, prev, objects, cost, 0)
-		Expect(budget).To(Equal(quota/64), "back to the file's budget")
-		// What others put in the freed pages is what the credit missed: the
-		// file passes the ceiling by that much at most (here 8 of their 10
-		// MiB went into freed pages, and the run's budget came on top),
-		// then the budget is the floor.
-		Expect(e.file).To(BeNumerically("<=", ceiling+10*mib), "past the ceiling by the others' data at most")
-	},
-		Entry("writes that grow the file by what they are charged", int64(0)),
-		Entry("writes that grow the file 15% more than they are charged, as 16 KB objects did in test/quota", int64(15)),
-		Entry("writes that grow the file by a quarter more", int64(25)),
-	)
-
-	It("probes for free pages when others' writes grew the file past what the runs before counted", func() {
-		DeferCleanup(func(every time.Duration) { fileCheckEvery = every }, fileCheckEvery)
-		fileCheckEvery = 0
-		// The quota rig's case: a concurrent client rewrites padded
-		// objects during the first run, and its revisions grow the file as
-		// the run's do.
-		e := &etcdModel{live: 40 * mib, file: 40 * mib, garbage: 8 * mib}
-		cost := WriteCost(240 << 10)
-		const objects = 120
-		first, firstWindows, firstBudget := e.graduate(quota, SpaceLedger{}, objects, cost, 0)
-		Expect(e.file).To(BeNumerically(">", ceiling+firstBudget/2), "the client's writes grew the file past the ceiling")
-
-		before := e.file
-		resumed, resumedWindows, resumedBudget := e.graduate(quota, first, objects, cost, 0)
-		Expect(resumedBudget).To(Equal(quota/probeCapDivisor), "probed up to 1/16 of the quota")
-		Expect(e.file).To(Equal(before), "the probe's writes landed in free pages: the file did not grow")
-		GinkgoWriter.Printf("first run: budget %s, %d windows; the next: %d windows (at the floor throughout: %d)\n",
-			bytesText(firstBudget), firstWindows, resumedWindows, (objects*cost+quota/64-1)/(quota/64))
-		Expect(resumedWindows).To(BeNumerically("<", (objects*cost)/(quota/64)/2), "less than half the windows of the floor")
-		_ = resumed
-	})
-
-	DescribeTable("judgeFile: the budget after a read of etcd's file",
-		func(w fileWatch, budget, file, want int64, reason string) {
-			next, got, why := judgeFile(w, budget, file)
-			Expect(got).To(Equal(want), "budget %s", bytesText(got))
-			Expect(why).To(ContainSubstring(reason))
-			Expect(next.used).To(BeZero(), "a new window")
-		},
-		Entry("credited, the file did not grow: unchanged",
-			fileWatch{allowed: 48 * mib, lastFile: 48 * mib, used: 8 * mib, quota: quota, credited: true}, 8*mib, 48*mib, 8*mib, ""),
-		Entry("credited, grown within a quarter of the budget (scattered pages): unchanged",
-			fileWatch{allowed: 48 * mib, lastFile: 48 * mib, quota: quota, credited: true}, 8*mib, 50*mib, 8*mib, ""),
-		Entry("credited, grown past it: others took the freed pages, the file's budget",
-			fileWatch{allowed: 48 * mib, lastFile: 48 * mib, quota: quota, credited: true}, 8*mib, 51*mib, quota/64, "they were not all free"),
-		Entry("probing, the file did not grow while the run held its budget: doubled",
-			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: mib, quota: quota, probing: true}, mib, 48*mib, 2*mib, "the budget doubles"),
-		Entry("probing, to 1/16 of the quota at most",
-			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: 3 * mib, quota: quota, probing: true}, 3*mib, 48*mib, 4*mib, "at most 1/16"),
-		Entry("probing, the run held less than 3/4 of its budget: no evidence, unchanged",
-			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: mib / 2, quota: quota, probing: true}, mib, 48*mib, mib, ""),
-		Entry("probing, the file grew a little: unchanged",
-			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: mib, quota: quota, probing: true}, mib, 48*mib+mib/8, mib, ""),
-		Entry("probing, the file grew past what it may reach: back to the floor",
-			fileWatch{allowed: 49 * mib, lastFile: 48 * mib, used: 4 * mib, quota: quota, probing: true}, 4*mib, 51*mib, quota/64, "they were not all free"),
-		Entry("not credited nor probing: never raised",
-			fileWatch{allowed: 48 * mib, lastFile: 40 * mib, used: 8 * mib, quota: quota}, 8*mib, 40*mib, 8*mib, ""),
-	)
-
-	It("charges a killed run's writes not compacted yet to the run that resumes it", func() {
-		s := &spaceBudget{budget: 8 * mib}
-		s.inherit(SpaceLedger{InUse: 40 * mib, Peak: 6 * mib, Outstanding: 6 * mib, Revision: 900})
-		Expect(s.outstanding).To(Equal(6 * mib))
-		l := s.Ledger()
-		Expect(l.Revision).To(Equal(uint64(900)))
-		Expect(l.Outstanding).To(Equal(6 * mib))
-		Expect(slices.ContainsFunc(s.chunks, func(c *spaceChunk) bool { return c.revision == 900 && c.pending == 0 })).To(BeTrue(),
-			"freed once etcd compacted past the killed run's last write")
-	})
-})
-
-var _ = Describe("the ledger a run hands on", func() {
-	It("charges the run that follows only the writes no compaction freed yet", func(ctx SpecContext) {
-		s := &spaceBudget{budget: 8 * mib, compacted: func(_ context.Context, rv string) (bool, error) {
-			return rv <= "150", nil
-		}}
-		s.chunks = []*spaceChunk{{bytes: 2 * mib, revision: 120}, {bytes: 2 * mib, revision: 140}, {bytes: 2 * mib, revision: 180}}
-		s.outstanding = 6 * mib
-		s.settle(ctx)
-		Expect(s.Ledger()).To(Equal(SpaceLedger{Outstanding: 2 * mib, Revision: 180}), "etcd compacted to 150 since the run's last wait")
 	})
 })

@@ -17,7 +17,7 @@ limitations under the License.
 // Package webhooks serves the sample Pizza API's conversion webhook, using
 // controller-runtime's webhook server (TLS, certificates reloaded when their
 // files change) and its hub-and-spoke conversion handler. It is the demo's and
-// the suites' (cmd/sample-webhook), not a library.
+// the suites' (cmd/sample-webhook): importable, not a library, free to change.
 package webhooks
 
 import (
@@ -36,8 +36,8 @@ import (
 // ConvertPath is where the API server sends ConversionReviews.
 const ConvertPath = "/convert"
 
-// PizzaScheme returns a scheme with every version of the Pizza API.
-func PizzaScheme() (*runtime.Scheme, error) {
+// pizzaScheme returns a scheme with every version of the Pizza API.
+func pizzaScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, v1beta1.AddToScheme, v1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -64,7 +64,7 @@ type Options struct {
 // NewConversionServer returns a webhook server that converts Pizzas at
 // ConvertPath. Start it with its Start method.
 func NewConversionServer(opts Options) (webhook.Server, error) {
-	scheme, err := PizzaScheme()
+	scheme, err := pizzaScheme()
 	if err != nil {
 		return nil, err
 	}

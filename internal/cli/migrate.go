@@ -397,7 +397,7 @@ func (o *MigrateOptions) driver(progress *progressReporter, reporter driver.Repo
 		Allows:           func(a graduation.Action) bool { return slices.Contains(actions, a) },
 		RewriteAll:       o.force,
 		EtcdQuotaSetting: "--etcd-quota",
-		AcceptLoss:       acceptLossFlags,
+		AcceptLoss:       graduation.AcceptLossFlag,
 		Engine:           o.engineOptions(progress),
 	}, nil
 }

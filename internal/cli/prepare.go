@@ -527,7 +527,7 @@ func (o *PrepareOptions) driver(cfg *rest.Config, view *clusterView) (*driver.Dr
 		Allows:           func(a graduation.Action) bool { return slices.Contains(allowed, a) },
 		Needs:            prepareNeeds,
 		EtcdQuotaSetting: "--etcd-quota",
-		AcceptLoss:       acceptLossFlags,
+		AcceptLoss:       graduation.AcceptLossFlag,
 		Engine:           o.engineOptions(view),
 	}, nil
 }

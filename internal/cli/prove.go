@@ -192,7 +192,7 @@ func (o *ProveOptions) Run(ctx context.Context) error {
 	}
 	if !result.Lossless() {
 		return &exitError{code: ExitError, err: fmt.Errorf("%s; fix the conversion webhook or the schema of %s, or %s",
-			result.Message(), result.Target, acceptLossFlags(result.LostPaths()))}
+			result.Message(), result.Target, graduation.AcceptLossFlag.Advice(result.LostPaths()))}
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ limitations under the License.
 package driver
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -42,14 +41,6 @@ func Settings(writeTo migration.WriteTarget, settle time.Duration, acceptLoss []
 		WriteTo:     writeTo,
 		SettleDelay: &metav1.Duration{Duration: settle},
 		AcceptLoss:  acceptLoss,
-	}
-}
-
-// AcceptLossOption is a library door's Driver.AcceptLoss: the lost paths
-// listed for its option (such as "crdmigrate.Options.AcceptLoss").
-func AcceptLossOption(option string) func(paths []string) string {
-	return func(paths []string) string {
-		return fmt.Sprintf("list the paths in %s: %s", option, strings.Join(paths, ", "))
 	}
 }
 

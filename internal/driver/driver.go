@@ -186,11 +186,11 @@ type Driver struct {
 	// (the CLI's --etcd-quota, say), quoted when a run waits for a
 	// compaction with the quota not told; the policy's field when empty.
 	EtcdQuotaSetting string
-	// AcceptLoss words, for people, how this door accepts the paths a
-	// conversion loses (the CLI's --accept-loss flags, a library's option),
-	// told when the round-trip proof refuses; the policy's
-	// spec.migration.acceptLoss when nil.
-	AcceptLoss func(paths []string) string
+	// AcceptLoss is where this door accepts the paths a conversion loses
+	// (the CLI's --accept-loss flags, a library's option), told when the
+	// round-trip proof refuses; the policy's spec.migration.acceptLoss when
+	// empty.
+	AcceptLoss graduation.AcceptLoss
 	// Clock is the time source; a real clock when nil.
 	Clock clock.PassiveClock
 

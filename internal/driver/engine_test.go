@@ -34,12 +34,12 @@ func TestADoorsTuningReachesTheEngineAsItIs(t *testing.T) {
 	// except where the writes go, which the plan checked on the policy.
 	settings := graduatorv1alpha1.MigrationSettings{Concurrency: 4, PageSize: 50, QPS: 7, WriteTo: migration.WriteToStatus}
 	door := &migration.Options{Concurrency: 12, PageSize: 200, QPS: 2.5, Priority: migration.PriorityFull,
-		FixedConcurrency: true, WriteTo: migration.WriteToObject, OnObject: func() {}}
+		WriteTo: migration.WriteToObject, OnObject: func() {}}
 	opts := (&Driver{Clients: Clients{Config: cfg}, Engine: door}).engineOptions(settings, resource, resume)
 	if opts.QPS != 2.5 || opts.Concurrency != 12 || opts.PageSize != 200 || opts.Priority != migration.PriorityFull ||
-		!opts.FixedConcurrency || opts.OnObject == nil {
-		t.Errorf("the door's tuning changed on its way to the engine: QPS %g, concurrency %d, page %d, priority %q, fixed %t",
-			opts.QPS, opts.Concurrency, opts.PageSize, opts.Priority, opts.FixedConcurrency)
+		opts.OnObject == nil {
+		t.Errorf("the door's tuning changed on its way to the engine: QPS %g, concurrency %d, page %d, priority %q",
+			opts.QPS, opts.Concurrency, opts.PageSize, opts.Priority)
 	}
 	if opts.WriteTo != migration.WriteToStatus || opts.Resource != resource || opts.Config != cfg || opts.Resume.Continue != "page-3" {
 		t.Errorf("the run's own options were not set: writeTo %q, resource %v, config %v, resume %q",

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/enginehook"
 	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 )
@@ -82,7 +83,7 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	opts.Previous = d.space.begin(opts.Resume.Space)
 	pages.door = opts.OnProgress
 	opts.OnProgress = func(p migration.Progress) { pages.handle(ctx, p) }
-	result, err := migration.Run(runCtx, d.Dynamic, opts)
+	result, err := migration.Run(d.engineHook(runCtx), d.Dynamic, opts)
 	d.space.end(result.Space)
 	pages.count(result.Progress)
 	recordProgress(r, result.Progress)
@@ -222,8 +223,15 @@ func (d *Driver) engineOptions(settings graduatorv1alpha1.MigrationSettings, res
 	// The policy's: the preflight and the access check read it there.
 	opts.WriteTo = settings.WriteTo
 	opts.EtcdQuota = settings.EtcdQuotaBytes(d.EtcdQuota)
-	opts.EtcdQuotaSetting = cmp.Or(d.EtcdQuotaSetting, PolicyEtcdQuotaSetting)
 	return opts
+}
+
+// engineHook is ctx telling the engine where this door tells etcd's quota,
+// beside what ctx already tells it (a measurement's knobs).
+func (d *Driver) engineHook(ctx context.Context) context.Context {
+	h := enginehook.From(ctx)
+	h.QuotaSetting = cmp.Or(d.EtcdQuotaSetting, PolicyEtcdQuotaSetting)
+	return enginehook.With(ctx, h)
 }
 
 // writeVersions are the old versions the engine may send a write at

@@ -62,12 +62,3 @@ func TestOutcomeFailure(t *testing.T) {
 		})
 	}
 }
-
-// A library door's refusal of a lossy conversion names its own option.
-func TestAcceptLossOption(t *testing.T) {
-	got := AcceptLossOption("crdmigrate.Options.AcceptLoss")([]string{"/spec/paused", "/spec/replicas"})
-	want := "list the paths in crdmigrate.Options.AcceptLoss: /spec/paused, /spec/replicas"
-	if got != want {
-		t.Errorf("AcceptLossOption() = %q, want %q", got, want)
-	}
-}

@@ -149,9 +149,7 @@ func (d *Driver) proveRoundTrip(ctx context.Context, g *run, target string) grad
 	g.policy.Status.RoundTrip = &status
 	if !proof.Lossless() {
 		result := graduation.PreflightResult{Reason: graduation.ReasonConversionLossy, Message: proof.Message()}
-		if d.AcceptLoss != nil {
-			result.AcceptLoss = d.AcceptLoss(proof.LostPaths())
-		}
+		result.Lost, result.AcceptLoss = proof.LostPaths(), d.AcceptLoss
 		return result
 	}
 	return graduation.PreflightResult{Passed: true}
@@ -373,7 +371,7 @@ func (d *Driver) cleanupManagedFields(ctx context.Context, g *run, versions []st
 		own = ledgerOf(r.Space)
 	}
 	res, err := migration.CleanupManagedFieldsWithin(ctx, d.Dynamic, resource, served, migration.CleanupOptions{
-		Config: engine.Config, EtcdQuota: engine.EtcdQuota, SpaceBudget: engine.SpaceBudget, Previous: d.space.begin(own),
+		Config: engine.Config, EtcdQuota: engine.EtcdQuota, Previous: d.space.begin(own),
 	})
 	d.space.end(res.Space)
 	if r := g.policy.Status.Migration; r != nil {

@@ -17,12 +17,14 @@ limitations under the License.
 package driver
 
 import (
+	"context"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/enginehook"
 	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 )
@@ -52,12 +54,15 @@ func TestARunsFirstWaitForACompactionIsAnEvent(t *testing.T) {
 
 func TestTheEngineIsToldWhereThePolicyTellsTheQuota(t *testing.T) {
 	resource := schema.GroupVersionResource{Group: "example.com", Version: "v2", Resource: "widgets"}
-	opts := (&Driver{}).engineOptions(graduatorv1alpha1.MigrationSettings{}, resource, migration.Progress{})
-	if opts.EtcdQuotaSetting != PolicyEtcdQuotaSetting || opts.EtcdQuota != 0 {
-		t.Errorf("the operator's run: quota %d told at %q", opts.EtcdQuota, opts.EtcdQuotaSetting)
+	d := &Driver{}
+	opts := d.engineOptions(graduatorv1alpha1.MigrationSettings{}, resource, migration.Progress{})
+	if setting := enginehook.From(d.engineHook(context.Background())).QuotaSetting; setting != PolicyEtcdQuotaSetting || opts.EtcdQuota != 0 {
+		t.Errorf("the operator's run: quota %d told at %q", opts.EtcdQuota, setting)
 	}
-	opts = (&Driver{EtcdQuotaSetting: "--etcd-quota", EtcdQuota: 8 << 30}).engineOptions(graduatorv1alpha1.MigrationSettings{}, resource, migration.Progress{})
-	if opts.EtcdQuotaSetting != "--etcd-quota" || opts.EtcdQuota != 8<<30 {
-		t.Errorf("the CLI's run: quota %d told at %q", opts.EtcdQuota, opts.EtcdQuotaSetting)
+	d = &Driver{EtcdQuotaSetting: "--etcd-quota", EtcdQuota: 8 << 30}
+	opts = d.engineOptions(graduatorv1alpha1.MigrationSettings{}, resource, migration.Progress{})
+	measured := enginehook.With(context.Background(), enginehook.Hook{FixedConcurrency: true})
+	if h := enginehook.From(d.engineHook(measured)); h.QuotaSetting != "--etcd-quota" || opts.EtcdQuota != 8<<30 || !h.FixedConcurrency {
+		t.Errorf("the CLI's run: quota %d told at %q, a measurement's knob kept: %t", opts.EtcdQuota, h.QuotaSetting, h.FixedConcurrency)
 	}
 }

@@ -19,7 +19,6 @@ package graduation
 // The migration step: settle, preflight before the first write, run, prune.
 
 import (
-	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -219,7 +218,7 @@ func (p *planner) preflight(s Step, target string, gate preflightGate) (Step, bo
 // conversion has its own reason: it is a person's to fix, or to accept.
 func (p *planner) preflightFailed(s Step, target string, pre *PreflightResult, unchanged string) Step {
 	if pre.Reason == ReasonConversionLossy {
-		accept := cmp.Or(pre.AcceptLoss, "list the paths in spec.migration.acceptLoss")
+		accept := pre.AcceptLoss.Advice(pre.Lost)
 		return p.blocked(s, ReasonConversionLossy, "the conversion does not round-trip: %s; fix the conversion webhook or "+
 			"the schema of %s, or %s; %s", pre.Message, target, accept, unchanged)
 	}

@@ -123,10 +123,10 @@ type PreflightResult struct {
 	// the object and the error.
 	Reason  string
 	Message string
-	// AcceptLoss is, for a lossy conversion, how a person accepts the lost
-	// paths at the door that ran the proof (the CLI's flags, a library's
-	// option); the policy's spec.migration.acceptLoss when empty.
-	AcceptLoss string
+	// Lost are, for a lossy conversion, the paths the proof found lost, and
+	// AcceptLoss where a person accepts them at the door that ran it.
+	Lost       []string
+	AcceptLoss AcceptLoss
 }
 
 // Input is everything Plan looks at.

@@ -315,7 +315,7 @@ var _ = Describe("Plan", func() {
 		Entry("a lossy conversion blocks with the door's way to accept the loss",
 			crd([]string{"v1alpha1"}, alpha, beta), policy("v1beta1"),
 			&graduation.PreflightResult{Reason: graduation.ReasonConversionLossy, Message: "v1alpha1 -> v1beta1 -> v1alpha1 loses /spec/replicas",
-				AcceptLoss: "accept them with --accept-loss /spec/replicas"}, settled,
+				Lost: []string{"/spec/replicas"}, AcceptLoss: graduation.AcceptLossFlag}, settled,
 			expect{action: graduation.ActionNone, phase: graduatorv1alpha1.PhaseBlocked, requeue: graduation.BlockedRetryInterval,
 				readyReason: graduation.ReasonConversionLossy, messageParts: []string{"or accept them with --accept-loss /spec/replicas;"},
 				condition: graduatorv1alpha1.ConditionPreflightPassed, condStatus: metav1.ConditionFalse, condReason: graduation.ReasonConversionLossy}),

@@ -405,7 +405,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 	idle := simServer{capacity: capacity, knee: 8}
 	const d = 60 * time.Second
 
-	for _, cost := range []float64{1, 1.7, 3} {
+	for _, cost := range costs {
 		Context(fmt.Sprintf("an engine write costing %.1f foreground writes", cost), func() {
 			server := idle
 			server.cost = cost
@@ -415,6 +415,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 				full := simulate(ctx, server, Full, d)
 				GinkgoWriter.Printf("idle: Background %s; Full %s; over the whole run, Background writes %.1f%% of Full's\n",
 					background.secondHalf(), full.secondHalf(), 100*background.rate()/full.rate())
+				recordCost(cost, "idle: Background's writes over Full's, whole run", "%.1f%%", 100*background.rate()/full.rate())
 				median, _, _, outside := background.secondHalf().limits(oscillation)
 				Expect(median).To(Equal(64))
 				Expect(outside).To(BeNumerically("<", 0.1))
@@ -437,6 +438,8 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 					run := simulate(ctx, server, Background, 2*d).secondHalf()
 					idle := idleRate(ctx)
 					GinkgoWriter.Printf("%d foreground writers: %s; %.2f of its idle rate\n", closed, run, run.rate()/idle)
+					recordCost(cost, fmt.Sprintf("%d-writer client kept", closed), "%.0f%%", 100*run.kept())
+					recordCost(cost, fmt.Sprintf("the engine beside the %d-writer client, of its idle rate", closed), "%.2f", run.rate()/idle)
 					Expect(run.kept()).To(BeNumerically(">=", 0.55))
 					_, _, _, outside := run.limits(oscillation)
 					Expect(outside).To(BeNumerically("<", 0.1), "oscillation")
@@ -455,6 +458,8 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 				during, alone := beside.pacedP99()
 				GinkgoWriter.Printf("beside 100 writes/s: %s; %.2f of its idle rate; the paced client's p99 %s, alone %s (%.2fx)\n",
 					beside, beside.rate()/idle, during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
+				recordCost(cost, "paced client's p99 beside the engine / alone, settled", "%.2fx", float64(during)/float64(alone))
+				recordCost(cost, "the engine beside the paced client, of its idle rate", "%.2f", beside.rate()/idle)
 				Expect(beside.kept()).To(BeNumerically(">=", 0.99), "the paced client keeps its rate")
 				Expect(float64(during)).To(BeNumerically("<=", 2*float64(alone)), "the paced client's p99")
 				Expect(beside.rate()).To(BeNumerically(">=", 0.5*idle), "the engine's rate beside it, of its idle rate")
@@ -467,6 +472,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 				during, alone := run.pacedP99()
 				GinkgoWriter.Printf("from the start beside 100 writes/s, over 10 s: %s; the paced client's p99 %s, alone %s (%.2fx)\n",
 					run, during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
+				recordCost(cost, "the same over the first 10 s (the start)", "%.2fx", float64(during)/float64(alone))
 				Expect(float64(during)).To(BeNumerically("<=", 2*float64(alone)), "the paced client's p99 over the first 10 s")
 			})
 		})
@@ -590,6 +596,8 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			loaded.closed = 8
 			run := simulate(ctx, loaded, Background, 2*d).secondHalf()
 			GinkgoWriter.Printf("beside 8 foreground writers, overhead 2, the run's own load 1 and its writes 1.7x as long but the pauses': %s; %.2f of its idle rate\n", run, run.rate()/idle)
+			recordShape("`overhead`, c = 1.7, with the run's own load: 8-writer client kept; the engine beside it, of its idle rate",
+				"%.0f%%; %.2f", 100*run.kept(), run.rate()/idle)
 			Expect(run.kept()).To(BeNumerically(">=", 0.55))
 			Expect(run.rate()).To(BeNumerically(">=", 0.3*idle), "the engine's rate beside them, of its idle rate")
 		})
@@ -610,6 +618,8 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			during, alone := run.pacedP99()
 			GinkgoWriter.Printf("beside 100 writes/s, overhead 2: %s; %.2f of its idle rate; the paced client's p99 %s, alone %s (%.2fx)\n",
 				run, run.rate()/idle, during.Round(time.Millisecond/10), alone.Round(time.Millisecond/10), float64(during)/float64(alone))
+			recordShape("`overhead`, c = 1.7: paced client's p99 beside the engine / alone, settled (the spec states 3x)", "%.2fx",
+				float64(during)/float64(alone))
 			Expect(float64(during)).To(BeNumerically("<=", 3*float64(alone)))
 			Expect(run.rate()).To(BeNumerically(">=", 0.5*idle))
 		})
@@ -627,6 +637,8 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 				swinging.closed = closed
 				run = simulate(ctx, swinging, Background, 2*d).secondHalf()
 				GinkgoWriter.Printf("%d foreground writers, swinging every %s: %s; %.2f of its idle rate\n", closed, period, run, run.rate()/idleRate)
+				recordShape(fmt.Sprintf("swinging to %.0f%% every %s, c = 1.7: %d-writer client kept; the engine beside it, of its idle rate", 100*low, period, closed),
+					"%.0f%%; %.2f", 100*run.kept(), run.rate()/idleRate)
 				Expect(run.kept()).To(BeNumerically(">=", 0.5), "%d foreground writers", closed)
 				if closed == 8 {
 					// One pause reads the others where the swing is, and

@@ -162,6 +162,11 @@ type options struct {
 	// listBytes is the size of spec.notes in the listpages section (0:
 	// the small objects').
 	listBytes int
+	// docs is the document each section's report is written into, between
+	// its markers; none when empty.
+	docs string
+	// command is the run's command line, for the documents' stamps.
+	command string
 }
 
 // etcdQuota is the benchmark etcd's --quota-backend-bytes.
@@ -201,10 +206,12 @@ func main() {
 	flag.BoolVar(&o.listProve, "list-prove", false, "listpages section: then switch the storage version to v2 and time `graduator prove` (and its peak RSS) at each of -list-prove-page-sizes.")
 	flag.StringVar(&o.listProfile, "list-profile", "", "listpages section: then run `graduator migrate --prune` with a CPU profile written into this directory.")
 	flag.IntVar(&o.listBytes, "list-bytes", 0, "listpages section: the size of spec.notes of its objects, in bytes (0: the small objects' few bytes). At 16 KB the population's etcd transactions of 128 puts exceed gRPC's 2 MiB message limit: at most about 15 KB.")
+	flag.StringVar(&o.docs, "docs", "", "Write each section's report into this document (docs/benchmarks.md), between the section's markers, stamped with the commit, date, command and machine; none when empty.")
 	flag.StringVar(&o.featureGates, "apiserver-feature-gates", "", "kube-apiserver's --feature-gates (EtcdRangeStream=false, for example); its defaults when empty.")
 	childKubeconfig := flag.String("child-kubeconfig", "", "internal: run the engine on -child-group with this kubeconfig and exit")
 	childGroup := flag.String("child-group", "", "internal: the group whose widgets the child migrates")
 	flag.Parse()
+	o.command = strings.Join(append([]string{"bin/bench"}, os.Args[1:]...), " ")
 
 	if *childKubeconfig != "" {
 		if err := child(*childKubeconfig, *childGroup); err != nil {
@@ -407,7 +414,7 @@ func run(ctx context.Context, o options) (err error) {
 			continue
 		}
 		sectionStart := time.Now()
-		if err := s.run(ctx); err != nil {
+		if err := b.recorded(ctx, s.name, s.run); err != nil {
 			return fmt.Errorf("section %s: %w", s.name, err)
 		}
 		fmt.Printf("(section %s took %s)\n", s.name, time.Since(sectionStart).Round(time.Second))

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/graduator/graduator/internal/enginehook"
 	"github.com/graduator/graduator/internal/limit"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
@@ -75,7 +76,7 @@ func (b *bench) migrations(ctx context.Context, label, notes string) error {
 			return err
 		}},
 		{"engine (fixed 64 writers)", func(gvr schema.GroupVersionResource) error {
-			return engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg, Concurrency: 64, FixedConcurrency: true})
+			return engine(fixed(ctx), b.dyn, migration.Options{Resource: gvr, Config: b.cfg, Concurrency: 64})
 		}},
 		{"baseline (1 writer, GET + PUT)", func(gvr schema.GroupVersionResource) error { return getPut(ctx, b.dyn, gvr) }},
 		{"ceiling (64 writers, merge patch)", func(gvr schema.GroupVersionResource) error { return ceiling(ctx, b.dyn, gvr, 64) }},
@@ -162,7 +163,7 @@ func (b *bench) curve(ctx context.Context, size, notes string) error {
 			return err
 		}
 		start := time.Now()
-		if err := engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg, Concurrency: writers, FixedConcurrency: true}); err != nil {
+		if err := engine(fixed(ctx), b.dyn, migration.Options{Resource: gvr, Config: b.cfg, Concurrency: writers}); err != nil {
 			return err
 		}
 		rate := float64(n) / time.Since(start).Seconds()
@@ -176,6 +177,12 @@ func (b *bench) curve(ctx context.Context, size, notes string) error {
 }
 
 // engine runs the migration engine and insists that it completed.
+// fixed is ctx telling the engine to keep Options.Concurrency writers in
+// flight rather than adapt: a measurement's knob, not an option.
+func fixed(ctx context.Context) context.Context {
+	return enginehook.With(ctx, enginehook.Hook{FixedConcurrency: true})
+}
+
 func engine(ctx context.Context, dyn dynamic.Interface, opts migration.Options) error {
 	if opts.EtcdQuota == 0 {
 		// The benchmark's etcd has an 8 GiB quota: with it known, the etcd

@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +44,7 @@ import (
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/test/envtestutil"
+	docfigures "github.com/graduator/graduator/test/figures"
 )
 
 // sizing is how hard the suite pushes: FAULTS_SIZE=reduced (the default, run
@@ -597,11 +597,6 @@ func noteSuffix(s string) string {
 	return " (" + s + ")"
 }
 
-const (
-	figuresBegin = "<!-- BEGIN FAULT FIGURES (written by `make test-faults`) -->"
-	figuresEnd   = "<!-- END FAULT FIGURES -->"
-)
-
 // writeFigures prints every summary line and, for a full run, writes the
 // table into docs/reliability.md between the markers.
 func writeFigures(report Report) {
@@ -618,9 +613,7 @@ func writeFigures(report Report) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\nFull run of %s, %d CPUs, suite %s in %s.\n\n", figuresBegin,
-		report.StartTime.UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), passFail(report.SuiteSucceeded),
-		report.RunTime.Round(time.Second))
+	fmt.Fprintf(&b, "Full run, suite %s in %s.\n\n", passFail(report.SuiteSucceeded), report.RunTime.Round(time.Second))
 	b.WriteString("| scenario | result | objects | SIGKILLs mid-run / all | manager restarts | writer updates | updates lost | objects in old version at prune | last fault to Ready | duration | notes |\n")
 	b.WriteString("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	for _, f := range allFigures {
@@ -628,21 +621,11 @@ func writeFigures(report Report) {
 			f.Objects, f.KillsMidRun, f.Kills, f.ManagerRestarts, f.Updates, f.UpdatesLost, orDash(f.OldAtPrune),
 			durationOrDash(f.FaultToReady), f.Duration.Round(time.Second), f.Note)
 	}
-	b.WriteString("\n" + figuresEnd)
 	path := filepath.Join("..", "..", "docs", "reliability.md")
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Printf("cannot update %s: %v\n", path, err)
-		return
-	}
-	start, end := strings.Index(string(doc), figuresBegin), strings.Index(string(doc), figuresEnd)
-	if start < 0 || end < start {
-		fmt.Printf("cannot update %s: markers not found\n", path)
-		return
-	}
-	updated := string(doc[:start]) + b.String() + string(doc[end+len(figuresEnd):])
-	if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
-		fmt.Printf("cannot update %s: %v\n", path, err)
+	stamp := docfigures.NewStamp("make test-faults")
+	stamp.Date = report.StartTime.UTC()
+	if err := docfigures.Write(path, "FAULT FIGURES", stamp, b.String()); err != nil {
+		fmt.Printf("cannot update the figures: %v\n", err)
 		return
 	}
 	fmt.Printf("figures written to %s\n", path)

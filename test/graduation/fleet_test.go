@@ -30,8 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
-	"github.com/graduator/graduator/controllers"
 	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/internal/metrics"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 
@@ -92,7 +92,7 @@ var _ = Describe("A fleet policy selecting CRDs by group", func() {
 		DeferCleanup(stopMeasuring)
 		go func() {
 			for measureCtx.Err() == nil {
-				if n := int32(controllers.MigrationsRunning()); n > peak.Load() {
+				if n := int32(metrics.Running()); n > peak.Load() {
 					peak.Store(n)
 				}
 				time.Sleep(5 * time.Millisecond)

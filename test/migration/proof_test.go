@@ -47,10 +47,10 @@ var _ = Describe("The round-trip proof's listing", func() {
 		f := newFixture(ctx, n)
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(f.crd), crd)).To(Succeed())
-		for _, every := range []bool{false, true} {
-			By(fmt.Sprintf("proving with Every=%t", every))
+		for _, sample := range []bool{false, true} {
+			By(fmt.Sprintf("proving with Sample=%t", sample))
 			compacting := &compactAfterFirstPage{Interface: dyn}
-			r, err := roundtrip.Prove(ctx, compacting, crd, roundtrip.Options{Target: "v2", PageSize: 30, Every: every})
+			r, err := roundtrip.Prove(ctx, compacting, crd, roundtrip.Options{Target: "v2", PageSize: 30, Sample: sample})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(compacting.compacted).To(BeTrue(), "etcd was compacted during the listing")
 			Expect(r.Versions).To(HaveLen(1))

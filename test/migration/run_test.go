@@ -34,6 +34,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/graduator/graduator/internal/enginehook"
+	"github.com/graduator/graduator/internal/space"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/snapshot"
 	"github.com/graduator/graduator/test/envtestutil"
@@ -303,7 +305,7 @@ var _ = Describe("migration.Run", func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		// The cleanup follows the run under the same space budget: each of
-		// its PATCHes is charged (WriterCleanup), and its budget says it
+		// its PATCHes is charged (as the cleanup's), and its budget says it
 		// follows the run's writes.
 		counting := rest.CopyConfig(cfg)
 		var patches atomic.Int64
@@ -317,11 +319,12 @@ var _ = Describe("migration.Run", func() {
 		})
 		counted, err := dynamic.NewForConfig(counting)
 		Expect(err).NotTo(HaveOccurred())
-		res, err := migration.CleanupManagedFieldsWithin(ctx, counted, f.v2, []string{"v2"},
+		var charged map[space.Writer]space.Charge
+		res, err := migration.CleanupManagedFieldsWithin(enginehook.With(ctx, enginehook.Hook{OnCharged: func(c map[space.Writer]space.Charge) { charged = c }}), counted, f.v2, []string{"v2"},
 			migration.CleanupOptions{Config: cfg, Previous: run.Space})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Cleaned).To(Equal(20))
-		Expect(res.Charged[migration.WriterCleanup].Writes).To(Equal(patches.Load()), "every PATCH of the cleanup charged to the budget")
+		Expect(charged[space.WriterCleanup].Writes).To(Equal(patches.Load()), "every PATCH of the cleanup charged to the budget")
 		Expect(res.SpaceBudget).To(BeNumerically(">", 0), "%s", res.SpaceBudgetReason)
 		Expect(res.Space.Peak).To(BeNumerically(">=", run.Space.Peak), "the ledger carried from the run")
 		list, err := dyn.Resource(f.v2).List(ctx, metav1.ListOptions{})

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/graduator/graduator/graduationtest"
+	"github.com/graduator/graduator/internal/space"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
 )
@@ -80,7 +81,7 @@ var _ = Describe("the etcd space budget on etcd's default quota, not told", func
 		By("the budget assumed etcd's default quota, from the database's size the API server reports")
 		Expect(res.DatabaseSize).To(BeNumerically(">", 0), "the size is read from the API server's /metrics")
 		Expect(res.SpaceBudgetReason).To(ContainSubstring("its quota is not told, so etcd's default 2Gi is assumed"))
-		added := int64(n) * migration.WriteCost(notesBytes)
+		added := int64(n) * space.WriteCost(notesBytes)
 		oldBudget := max(res.DatabaseSize/4, 16<<20) // the rule before: a quarter of the database, at least 16 MiB
 		Expect(added).To(BeNumerically(">", oldBudget), "the population adds %s, which the old rule (%s) would have paced",
 			quantity(added), quantity(oldBudget))

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
+	"github.com/graduator/graduator/internal/enginehook"
 	"github.com/graduator/graduator/internal/errclass"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
@@ -50,11 +51,14 @@ func migrate(ctx context.Context, p *population, gvr schema.GroupVersionResource
 			waits = append(waits, pr.CompactionWait)
 		}
 	}
+	before, _ := etcdState(ctx)
 	monitor := watchPeak(ctx)
 	start := time.Now()
 	res, err := migration.Run(ctx, env.Dynamic, opts)
 	took := time.Since(start)
 	peak := monitor.finish()
+	quotaRuns = append(quotaRuns, quotaRun{spec: CurrentSpecReport().LeafNodeText, objects: p.n, bytes: p.size,
+		budget: res.SpaceBudget, before: before, peak: peak, took: took, waits: res.CompactionWaits, err: err})
 	size, _ := etcdState(ctx)
 	GinkgoWriter.Printf("%d objects of %d B: %d rewritten in %s (%.0f/s); budget %s; %d compactions waited for; database peak %s (%.0f%% of the %s quota), now %s\n",
 		p.n, p.size, res.Rewritten, took.Round(time.Millisecond), float64(res.Rewritten)/took.Seconds(), res.SpaceBudgetReason,
@@ -80,7 +84,7 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		// The same run without the budget, for the rate: the budget costs a
 		// /metrics read at the start and two GETs per page of 500.
 		p.switchStorage(ctx, "v1")
-		off, _, tookOff, err := migrate(ctx, p, p.v1, migration.Options{SpaceBudget: -1})
+		off, _, tookOff, err := migrate(enginehook.With(ctx, enginehook.Hook{SpaceBudget: -1}), p, p.v1, migration.Options{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(off.Complete).To(BeTrue())
 		AddReportEntry("300 B objects", map[string]any{"with budget": took.String(), "without": tookOff.String()})

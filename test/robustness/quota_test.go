@@ -43,7 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/graduator/graduator/conversion/v1alpha1"
-	"github.com/graduator/graduator/migration"
+	"github.com/graduator/graduator/internal/space"
 	"github.com/graduator/graduator/test/robustness"
 )
 
@@ -129,7 +129,7 @@ func drawFor(seed uint64) robustness.Schedule {
 	// The pass is paced by the budget the rule gives at the ballast's
 	// least headroom, less what other writes add before the run reads the
 	// database's size (othersBeforeRun).
-	budget, _ := migration.SpaceBudgetFor(migration.EtcdSpace{
+	budget, _ := space.BudgetFor(space.Etcd{
 		DatabaseSize: etcdQuota - robustness.NearQuotaHeadroom[0] + othersBeforeRun, Quota: etcdQuota})
 	return robustness.WithNearQuota(s, robustness.PacedPass(passBytes(), budget, compactionInterval))
 }
@@ -162,9 +162,9 @@ func passBytes() int64 {
 	var n int64
 	for i := range size.Objects {
 		if padded(i) {
-			n += migration.WriteCost(paddingBytes + 2<<10)
+			n += space.WriteCost(paddingBytes + 2<<10)
 		} else {
-			n += migration.WriteCost(2 << 10)
+			n += space.WriteCost(2 << 10)
 		}
 	}
 	return n

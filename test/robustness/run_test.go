@@ -42,6 +42,7 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/snapshot"
 	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/figures"
 	"github.com/graduator/graduator/test/pizzaenv"
 	"github.com/graduator/graduator/test/robustness"
 	"github.com/graduator/graduator/webhooks"
@@ -895,11 +896,9 @@ func writeSummary(report Report) {
 	if os.Getenv("ROBUSTNESS_RECORD") != "1" {
 		return
 	}
-	tableBegin, tableEnd := tableMarkers()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n\n%d seeds (%s), size %s (%d objects), %d passed, %s on %s.\n\n%s\n", tableBegin, len(results),
-		seedList(), size.Name, size.Objects, passed, report.RunTime.Round(time.Second),
-		report.StartTime.UTC().Format("2006-01-02 15:04 MST"), table)
+	fmt.Fprintf(&b, "%d seeds (%s), size %s (%d objects), %d passed, %s.\n\n%s\n", len(results),
+		seedList(), size.Name, size.Objects, passed, report.RunTime.Round(time.Second), table)
 	b.WriteString("| seed | result | faults (met stage) | manager restarts | client touched | migration writes / bound | cleanup writes | last fault to Ready | duration |\n")
 	b.WriteString("| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range results {
@@ -917,21 +916,11 @@ func writeSummary(report Report) {
 	if twinTable != "" {
 		b.WriteString("\n" + twinTable)
 	}
-	b.WriteString("\n" + tableEnd)
 	path := filepath.Join("..", "..", "docs", "reliability.md")
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		fmt.Printf("cannot update %s: %v\n", path, err)
-		return
-	}
-	start, end := strings.Index(string(doc), tableBegin), strings.Index(string(doc), tableEnd)
-	if start < 0 || end < start {
-		fmt.Printf("cannot update %s: markers not found\n", path)
-		return
-	}
-	updated := string(doc[:start]) + b.String() + string(doc[end+len(tableEnd):])
-	if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
-		fmt.Printf("cannot update %s: %v\n", path, err)
+	stamp := figures.NewStamp(recordCommand())
+	stamp.Date = report.StartTime.UTC()
+	if err := figures.Write(path, tableBlock(), stamp, b.String()); err != nil {
+		fmt.Printf("cannot update the table: %v\n", err)
 		return
 	}
 	fmt.Printf("table written to %s\n", path)
@@ -994,13 +983,24 @@ func ratioText(a, b time.Duration) string {
 	return fmt.Sprintf("%.2f", a.Seconds()/b.Seconds())
 }
 
-// tableMarkers enclose the table of the rig's runs in docs/reliability.md.
-func tableMarkers() (begin, end string) {
+// tableBlock is the block of docs/reliability.md the rig's runs are
+// written into.
+func tableBlock() string {
 	if rig == rigQuota {
-		return "<!-- BEGIN ROBUSTNESS QUOTA TABLE (written by `make test-robustness RIG=quota RECORD=1`) -->",
-			"<!-- END ROBUSTNESS QUOTA TABLE -->"
+		return "ROBUSTNESS QUOTA TABLE"
 	}
-	return "<!-- BEGIN ROBUSTNESS TABLE (written by `make test-robustness RECORD=1`) -->", "<!-- END ROBUSTNESS TABLE -->"
+	return "ROBUSTNESS TABLE"
+}
+
+// recordCommand is the command line of this run, as make takes it.
+func recordCommand() string {
+	cmd := "make test-robustness"
+	for _, v := range []string{"RIG", "SEED", "RUNS", "SIZE", "TWIN"} {
+		if value := os.Getenv("ROBUSTNESS_" + v); value != "" {
+			cmd += " " + v + "=" + value
+		}
+	}
+	return cmd + " RECORD=1"
 }
 
 func seedList() string {

@@ -16,6 +16,7 @@ limitations under the License.
 
 // Package pizzasamples embeds the sample Pizza CRD at each stage of its
 // graduation, so tests and the demo apply exactly the committed manifests.
+// A sample to read and copy, not a library: it may change in any release.
 package pizzasamples
 
 import "embed"
