@@ -136,6 +136,9 @@ type options struct {
 	curveN        int
 	scaleNs       []int
 	scaleCeiling  time.Duration
+	// scaleCreateAPIMax is the largest N the scale section creates through
+	// the API server, as users do; above it, copies straight into etcd.
+	scaleCreateAPIMax int
 	scaleOperator int
 	// scaleOperatorOnly skips the ceiling, the CLI and verify.
 	scaleOperatorOnly bool
@@ -177,7 +180,7 @@ func main() {
 	sections := flag.String("sections", strings.Join(allSections, ","), "Comma-separated sections to run: "+strings.Join(allSections, ", ")+".")
 	crdCounts := flag.String("crds", "10,1000", "crds section: the CRD counts the manager's RSS is measured at, ascending.")
 	flag.IntVar(&o.n, "n", 5000, "Objects per population.")
-	flag.IntVar(&o.rounds, "rounds", 1, "small and big sections: how many times each contender runs, interleaved with the others.")
+	flag.IntVar(&o.rounds, "rounds", 1, "small, big and scale sections: how many times each contender runs, interleaved with the others (scale: the ceiling first in odd rounds, the CLI first in even ones).")
 	flag.IntVar(&o.rssFactor, "rss-factor", 10, "rss section: the peak RSS of small objects is measured at N and at this many times N.")
 	flag.IntVar(&o.bigRSSFactor, "big-rss-factor", 2, "rss section: the peak RSS of big objects is measured at N and at this many times N.")
 	flag.IntVar(&o.bigBytes, "big-bytes", 16<<10, "big section: the size of spec.notes of the big objects, in bytes.")
@@ -192,6 +195,7 @@ func main() {
 	flag.StringVar(&o.cliPkg, "cli-pkg", "./cmd/graduator", "snapshot section: the package `go build` builds the CLI from (run from the module root).")
 	flag.IntVar(&o.curveN, "curve-n", 2000, "curve section: objects per population at each writer count.")
 	scaleNs := flag.String("scale-ns", "6000,100000", "scale section: the population sizes measured, ascending.")
+	flag.IntVar(&o.scaleCreateAPIMax, "scale-create-api-max", 100000, "scale section: create populations up to this N through the API server (as users do); larger ones as copies straight into etcd.")
 	flag.DurationVar(&o.scaleCeiling, "scale-ceiling-for", 3*time.Minute, "scale section: the 64-writer ceiling writes for at most this long at each N and its rate is taken over what it wrote (0: the whole population).")
 	flag.IntVar(&o.scaleOperator, "scale-operator-max", 0, "scale section: the largest N the operator is measured at (0: every N); above it the row shows no operator figures.")
 	flag.BoolVar(&o.scaleTellQuota, "scale-tell-quota", false, "scale section: tell the CLI and the operator etcd's quota (--etcd-quota 8Gi); by default they are not told, as a newcomer runs them, and assume etcd's default 2 GiB.")

@@ -79,10 +79,10 @@ func (b *bench) proof(ctx context.Context) error {
 			return fmt.Errorf("migration: %w", err)
 		}
 		tMigrate := time.Since(start)
-		fmt.Printf("round %d: migration %s; proof before the switch (%s, %d sampled) %s = %.1f%%; after (%s, %d sampled) %s = %.1f%%; a sample %s = %.1f%%\n",
+		fmt.Printf("round %d: migration %s; every object before the switch (%s, %d proven) %s = %.1f%%; after (%s, %d proven) %s = %.1f%%; a sample after %s = %.1f%%\n",
 			round+1, tMigrate.Round(time.Millisecond),
-			rBefore.Source, sampled(rBefore), tBefore.Round(time.Millisecond), 100*tBefore.Seconds()/tMigrate.Seconds(),
-			rAfter.Source, sampled(rAfter), tAfter.Round(time.Millisecond), 100*tAfter.Seconds()/tMigrate.Seconds(),
+			rBefore.Source, proven(rBefore), tBefore.Round(time.Millisecond), 100*tBefore.Seconds()/tMigrate.Seconds(),
+			rAfter.Source, proven(rAfter), tAfter.Round(time.Millisecond), 100*tAfter.Seconds()/tMigrate.Seconds(),
 			tSample.Round(time.Millisecond), 100*tSample.Seconds()/tMigrate.Seconds())
 		before = append(before, tBefore.Seconds()/tMigrate.Seconds())
 		after = append(after, tAfter.Seconds()/tMigrate.Seconds())
@@ -96,7 +96,7 @@ func (b *bench) proof(ctx context.Context) error {
 	return nil
 }
 
-func sampled(r roundtrip.Result) int {
+func proven(r roundtrip.Result) int {
 	total := 0
 	for _, v := range r.Versions {
 		total += v.Sampled

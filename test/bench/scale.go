@@ -73,31 +73,38 @@ type scaleRow struct {
 // Each contender needs every object stored at a version other than the
 // storage version. Creating N objects for each would cost two creations
 // (half an hour at 1,000,000), so the population is created once, at v1,
-// and the storage version alternates: the CLI rewrites v1 -> v2, the
-// operator v2 -> v1. The widget CRD's two versions share one schema with no
-// conversion, so each pass rewrites the same bytes but for apiVersion, and
-// each begins with no object at the storage version (the API server skips a
-// write whose bytes are unchanged, so a pass over objects already at the
-// storage version would measure nothing).
+// and the storage version alternates. The widget CRD's two versions share
+// one schema with no conversion, so each pass rewrites the same bytes but
+// for apiVersion, and each begins with no object at the storage version
+// (the API server skips a write whose bytes are unchanged, so a pass over
+// objects already at the storage version would measure nothing).
 //
-// The ceiling comes first and may stop after -scale-ceiling-for (a whole
-// pass at 1,000,000 would cost most of an hour for one rate, and its list's
-// continue token would outlive the API server's compaction). It writes an
-// annotation, at v1, so the objects it wrote still need the CLI's rewrite.
-// The operator comes last, so that a run stopped during its longest step
-// has printed every other figure.
+// The ceiling makes the migration's own write: after a storage flip, a
+// merge patch carrying only the resourceVersion, which the API server
+// re-encodes to the new storage version. It and the CLI each re-encode the
+// whole population once, one after a flip v1 -> v2, the other after a
+// flip back: the ceiling first in odd rounds, the CLI first in even ones,
+// so that neither always meets the fresher cache or the larger database.
+// The ceiling may stop after -scale-ceiling-for (a whole pass at 1,000,000
+// would cost most of an hour for one rate). Populations up to
+// -scale-create-api-max are created through the API server, as users
+// create them; larger ones as copies straight into etcd. The operator
+// comes last, so that a run stopped during its longest step has printed
+// every other figure.
 func (b *bench) scale(ctx context.Context, cli, manager string) error {
 	fmt.Printf("\n== scale: N small objects created once; ceiling, CLI, operator, status and verify at the same N (watch cache %s) ==\n",
 		onOff(b.opts.watchCache))
 	var rows []scaleRow
-	for _, n := range b.opts.scaleNs {
-		row, err := b.scaleRound(ctx, cli, manager, n)
-		if err != nil {
-			// The rounds measured so far are an hour's work: keep them.
-			printScale(rows)
-			return fmt.Errorf("at %d objects: %w", n, err)
+	for round := range b.opts.rounds {
+		for _, n := range b.opts.scaleNs {
+			row, err := b.scaleRound(ctx, cli, manager, n, round%2 == 0)
+			if err != nil {
+				// The rounds measured so far are an hour's work: keep them.
+				printScale(rows)
+				return fmt.Errorf("at %d objects: %w", n, err)
+			}
+			rows = append(rows, row)
 		}
-		rows = append(rows, row)
 	}
 	printScale(rows)
 	return nil
@@ -177,7 +184,7 @@ func onOff(on bool) string { return map[bool]string{true: "on", false: "off"}[on
 func metOrMissed(met bool) string { return map[bool]string{true: "met", false: "MISSED"}[met] }
 
 // scaleRound measures one N; see scale.
-func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int) (row scaleRow, err error) {
+func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int, ceilingFirst bool) (row scaleRow, err error) {
 	row.n, row.watchCache = n, b.opts.watchCache
 	fmt.Printf("\n-- N=%d (watch cache %s) --\n", n, onOff(row.watchCache))
 	b.groups++
@@ -194,19 +201,27 @@ func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int) (row
 	crdName := "widgets." + group
 
 	start := time.Now()
-	if err := b.createMany(ctx, v1, n); err != nil {
+	how := "into etcd"
+	if n <= b.opts.scaleCreateAPIMax {
+		how = "through the API server"
+		err = envtestutil.CreateObjects(ctx, b.dyn, v1, n, scaleCreators, func(i int) *unstructured.Unstructured { return widget(v1, i) })
+	} else {
+		err = b.createMany(ctx, v1, n)
+	}
+	if err != nil {
 		return row, err
 	}
 	row.create = rate(n, time.Since(start))
-	fmt.Printf("%-42s %8.0f objects/s  (%s)\n", "created at v1 (into etcd)", row.create, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("%-42s %8.0f objects/s  (%s)\n", "created at v1 ("+how+")", row.create, time.Since(start).Round(time.Millisecond))
 
+	// Both orders of the ceiling and the CLI end with every object
+	// stored at v1.
 	stored := "v1"
 	other := func() string { return map[string]string{"v1": "v2", "v2": "v1"}[stored] }
 	if !b.opts.scaleOperatorOnly {
-		if err := b.scaleCLI(ctx, cli, v1, n, &row); err != nil {
+		if err := b.scaleCLI(ctx, cli, crdName, n, ceilingFirst, &row); err != nil {
 			return row, err
 		}
-		stored = other()
 	}
 
 	if b.opts.scaleOperator == 0 || n <= b.opts.scaleOperator {
@@ -252,22 +267,49 @@ func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int) (row
 }
 
 // scaleCLI measures, on n widgets stored at v1, the 64-writer ceiling and
-// then `graduator migrate --prune` v1 -> v2 and `graduator verify`.
-func (b *bench) scaleCLI(ctx context.Context, cli string, v1 schema.GroupVersionResource, n int, row *scaleRow) error {
-	crdName := v1.Resource + "." + v1.Group
+// `graduator migrate --prune`, each re-encoding the population after a
+// storage flip (v1 -> v2 for the first, v2 -> v1 for the second), then
+// `graduator verify`. Every object ends stored at v1.
+func (b *bench) scaleCLI(ctx context.Context, cli, crdName string, n int, ceilingFirst bool, row *scaleRow) error {
+	steps := []func(from, to string) error{
+		func(from, to string) error { return b.scaleCeiling(ctx, crdName, from, to, row) },
+		func(from, to string) error { return b.scaleMigrate(ctx, cli, crdName, from, to, n, row) },
+	}
+	if !ceilingFirst {
+		steps[0], steps[1] = steps[1], steps[0]
+	}
+	for i, versions := range [][2]string{{"v1", "v2"}, {"v2", "v1"}} {
+		if err := b.flip(ctx, crdName, versions[1]); err != nil {
+			return err
+		}
+		if err := steps[i](versions[0], versions[1]); err != nil {
+			return err
+		}
+	}
+	var err error
+	row.verifyHWM, err = b.scaleVerify(ctx, cli, crdName, n)
+	return err
+}
+
+// scaleCeiling is the 64-writer ceiling after a flip from -> to: a merge
+// patch carrying only the resourceVersion of each object, which the API
+// server re-encodes to the storage version to, as the migration does.
+func (b *bench) scaleCeiling(ctx context.Context, crdName, from, to string, row *scaleRow) error {
+	gvr := envtestutil.WidgetResource(strings.TrimPrefix(crdName, "widgets."), to)
 	start := time.Now()
-	written, err := ceilingFor(ctx, b.dyn, v1, 64, b.opts.scaleCeiling, true)
+	written, err := ceilingFor(ctx, b.dyn, gvr, 64, b.opts.scaleCeiling, false)
 	if err != nil {
 		return fmt.Errorf("ceiling: %w", err)
 	}
 	row.ceiling = rate(written, time.Since(start))
-	fmt.Printf("%-42s %8.0f objects/s  (%d objects in %s)\n", "ceiling (64 writers, merge patch), at v1", row.ceiling,
+	fmt.Printf("%-42s %8.0f objects/s  (%d objects in %s)\n", "ceiling (64 writers, re-encode), "+from+"->"+to, row.ceiling,
 		written, time.Since(start).Round(time.Millisecond))
+	return nil
+}
 
-	if err := b.flip(ctx, crdName, "v2"); err != nil {
-		return err
-	}
-	start = time.Now()
+// scaleMigrate is `graduator migrate --prune` after a flip from -> to.
+func (b *bench) scaleMigrate(ctx context.Context, cli, crdName, from, to string, n int, row *scaleRow) error {
+	start := time.Now()
 	var progress bytes.Buffer
 	hwm, _, _, out, err := cliPeakRSSTo(ctx, cli, &progress, append([]string{"migrate", crdName, "--prune", "-o", "json",
 		"--kubeconfig", b.kubeconfig}, b.toldQuota()...)...)
@@ -276,7 +318,8 @@ func (b *bench) scaleCLI(ctx context.Context, cli string, v1 schema.GroupVersion
 	}
 	row.cliTook, row.cliHWM = time.Since(start), hwm
 	row.cli = rate(n, row.cliTook)
-	fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB)\n", "graduator migrate --prune, v1->v2", row.cli, row.cliTook.Round(time.Millisecond), mib(hwm))
+	fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB)\n", "graduator migrate --prune, "+from+"->"+to, row.cli,
+		row.cliTook.Round(time.Millisecond), mib(hwm))
 	fmt.Printf("  graduator said: %s", out)
 	if parts, ok := cliPartsOf(progress.Bytes(), out); ok {
 		row.pass, row.parts = parts.passRate, parts
@@ -284,8 +327,7 @@ func (b *bench) scaleCLI(ctx context.Context, cli string, v1 schema.GroupVersion
 			parts.proof, parts.settle, parts.pass, parts.passRate, parts.sweep, parts.sweepBy, parts.prune, parts.compactionWait)
 		fmt.Printf("  the writer limit by page, where it changed (seconds into the run): %s\n", parts.limits)
 	}
-	row.verifyHWM, err = b.scaleVerify(ctx, cli, crdName, n)
-	return err
+	return nil
 }
 
 func rate(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
