@@ -123,6 +123,10 @@ test-faults: envtest-assets ## The fault suite at full size (about 35 min).
 test-robustness: envtest-assets ## Random fault schedules against the invariants (SEED, RUNS, SIZE, RIG, TWIN).
 	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_TWIN=$(TWIN) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
+.PHONY: test-proof-scale
+test-proof-scale: envtest-assets ## The unique-value loss refused at every door at 100,000 objects (about 20 min).
+	ROUNDTRIP_UNIQUE_N=100000 $(GO) test ./test/roundtrip/ -count=1 -timeout 60m -v -ginkgo.v -ginkgo.focus "only one object"
+
 .PHONY: test-quota
 test-quota: envtest-assets ## The etcd space suite (about 13 min; RECORD=1 writes its table).
 	QUOTA_SUITE=1 QUOTA_RECORD=$(RECORD) $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v

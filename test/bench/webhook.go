@@ -17,22 +17,30 @@ limitations under the License.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
 	"github.com/graduator/graduator/test/gitops"
@@ -84,6 +92,9 @@ func (b *bench) webhookSection(ctx context.Context) error {
 		{"engine (defaults, writes at v1beta1)", func(ctx context.Context, gvr schema.GroupVersionResource) error {
 			return engine(ctx, b.dyn, migration.Options{Resource: gvr, Config: b.cfg})
 		}},
+		{"proof of every object (after the switch)", func(ctx context.Context, gvr schema.GroupVersionResource) error {
+			return b.proveEvery(ctx, gvr)
+		}},
 	}
 	elapsed := make([]time.Duration, len(contenders))
 	reviews := make([]float64, len(contenders))
@@ -108,6 +119,59 @@ func (b *bench) webhookSection(ctx context.Context) error {
 	fmt.Printf("engine (defaults, writes at v1alpha1) / ceiling: %.2fx\n", elapsed[0].Seconds()/elapsed[1].Seconds())
 	fmt.Printf("engine (defaults, writes at v1beta1) / ceiling: %.2fx\n", elapsed[0].Seconds()/elapsed[2].Seconds())
 	return b.webhookPolite(ctx, webhook)
+}
+
+// proveEvery proves every Pizza through gvr's version, as the migration's
+// preflight does, and prints the objects it sent the webhook itself (there
+// and back, in batched reviews): the API server's reviews (its LIST at the
+// old version, the dry runs of the class sample) are webhookRun's count.
+func (b *bench) proveEvery(ctx context.Context, gvr schema.GroupVersionResource) error {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := b.c.Get(ctx, client.ObjectKey{Name: pizzaenv.CRDName}, crd); err != nil {
+		return err
+	}
+	var reviews, objects atomic.Int64
+	r, err := roundtrip.Prove(ctx, b.dyn, crd, roundtrip.Options{Target: gvr.Version,
+		WebhookTransport: func(next http.RoundTripper) http.RoundTripper {
+			return countReviews{next: next, reviews: &reviews, objects: &objects}
+		}})
+	if err != nil {
+		return err
+	}
+	if !r.Lossless() {
+		return fmt.Errorf("the sample conversion proved lossy: %s", r.Message())
+	}
+	fmt.Printf("  the proof sent the webhook %.2f objects per object in %.3f reviews per object (%s, %d dry runs)\n",
+		float64(objects.Load())/float64(b.opts.n), float64(reviews.Load())/float64(b.opts.n), r.Source, r.Versions[0].DryRun)
+	return nil
+}
+
+// countReviews counts the ConversionReviews a round trip sends and the
+// objects in them.
+type countReviews struct {
+	next             http.RoundTripper
+	reviews, objects *atomic.Int64
+}
+
+func (c countReviews) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		_ = req.Body.Close()
+		var review struct {
+			Request struct {
+				Objects []json.RawMessage `json:"objects"`
+			} `json:"request"`
+		}
+		if json.Unmarshal(body, &review) == nil {
+			c.reviews.Add(1)
+			c.objects.Add(int64(len(review.Request.Objects)))
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	return c.next.RoundTrip(req)
 }
 
 // webhookRun runs one contender on a fresh Pizza population: its time and

@@ -179,7 +179,7 @@ func newGadgets(ctx context.Context, w *webhookProcess, extra ...map[string]apie
 // create creates n gadgets at v1, spec(i) each, named gadget-00000...
 func (g gadgets) create(ctx context.Context, n int, spec func(i int) map[string]any) {
 	GinkgoHelper()
-	Expect(envtestutil.CreateObjects(ctx, env.Dynamic, g.v1, n, 8, func(i int) *unstructured.Unstructured {
+	Expect(envtestutil.CreateObjects(ctx, env.Dynamic, g.v1, n, min(64, max(8, n/1000)), func(i int) *unstructured.Unstructured {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": g.v1.GroupVersion().String(), "kind": "Gadget",
 			"metadata": map[string]any{"name": fmt.Sprintf("gadget-%05d", i), "namespace": "default"},
@@ -201,13 +201,26 @@ func (g gadgets) fresh(ctx context.Context) *apiextensionsv1.CustomResourceDefin
 // writes nothing leaves it as it was.
 func (g gadgets) resourceVersions(ctx context.Context) map[string]string {
 	GinkgoHelper()
-	list, err := env.Dynamic.Resource(g.v1).List(ctx, metav1.ListOptions{})
-	Expect(err).NotTo(HaveOccurred())
 	out := map[string]string{}
-	for _, o := range list.Items {
-		out[o.GetName()] = o.GetResourceVersion()
-	}
+	g.each(ctx, g.v1, func(o *unstructured.Unstructured) { out[o.GetName()] = o.GetResourceVersion() })
 	return out
+}
+
+// each calls fn with every gadget read at gvr, in pages: a population of
+// 100,000 is not read in one response.
+func (g gadgets) each(ctx context.Context, gvr schema.GroupVersionResource, fn func(*unstructured.Unstructured)) {
+	GinkgoHelper()
+	opts := metav1.ListOptions{Limit: 2000}
+	for {
+		list, err := env.Dynamic.Resource(gvr).List(ctx, opts)
+		Expect(err).NotTo(HaveOccurred())
+		for i := range list.Items {
+			fn(&list.Items[i])
+		}
+		if opts.Continue = list.GetContinue(); opts.Continue == "" {
+			return
+		}
+	}
 }
 
 // switchStorage makes v2 the storage version and waits until the API

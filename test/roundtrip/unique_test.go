@@ -20,6 +20,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +29,7 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/crdmigrate"
@@ -86,7 +88,11 @@ var uniqueLostPaths = []string{"/spec/instance", "/spec/region"}
 // proof converts every object, so every door refuses before its first
 // write, and nothing is lost.
 var _ = Describe("A loss only one object's value triggers", Ordered, func() {
-	const uniquePopulation = 3000
+	// 3,000 in `make test`; `make test-proof-scale` proves 100,000.
+	uniquePopulation := 3000
+	if n, err := strconv.Atoi(os.Getenv("ROUNDTRIP_UNIQUE_N")); err == nil && n > 2345 {
+		uniquePopulation = n
+	}
 	var (
 		g          gadgets
 		lossless   webhookProcess
@@ -134,7 +140,7 @@ var _ = Describe("A loss only one object's value triggers", Ordered, func() {
 	It("a managed policy: Blocked ConversionLossy naming both gadgets; the storage never switched", func(ctx SpecContext) {
 		startOperator()
 		createPolicy(ctx, g, graduatorv1alpha1.CRDVersionPolicySpec{StorageVersion: "v2"})
-		policy := waitBlockedOn(ctx, g, namesBoth)
+		policy := waitBlockedOn(ctx, g, proofTime(uniquePopulation), namesBoth)
 		Expect(policy.Status.RoundTrip.Source).To(Equal("Webhook"))
 		Expect(policy.Status.RoundTrip.Scope).To(Equal(graduatorv1alpha1.RoundTripProofEvery))
 		Expect(policy.Status.RoundTrip.Sampled).To(BeEquivalentTo(uniquePopulation))
@@ -159,7 +165,7 @@ var _ = Describe("A loss only one object's value triggers", Ordered, func() {
 		g.switchStorage(ctx)
 		startOperator()
 		createPolicy(ctx, g, graduatorv1alpha1.CRDVersionPolicySpec{})
-		policy := waitBlockedOn(ctx, g, namesBoth)
+		policy := waitBlockedOn(ctx, g, proofTime(uniquePopulation), namesBoth)
 		Expect(policy.Status.RoundTrip.Source).To(Equal("Webhook"))
 		Expect(policy.Status.RoundTrip.DryRun).To(BeNumerically(">", 0))
 		Consistently(func(g2 Gomega) {
@@ -186,7 +192,7 @@ var _ = Describe("A loss only one object's value triggers", Ordered, func() {
 			g2.Expect(saved.Phase).To(Equal(graduatorv1alpha1.PhaseBlocked))
 			g2.Expect(saved.RoundTrip).NotTo(BeNil())
 			g2.Expect(saved.RoundTrip.Losses).To(ConsistOf(HaveField("Path", "/spec/instance"), HaveField("Path", "/spec/region")))
-		}).WithTimeout(2 * time.Minute).Should(Succeed())
+		}).WithTimeout(proofTime(uniquePopulation)).Should(Succeed())
 		expectNothingLost(ctx)
 	})
 
@@ -202,9 +208,15 @@ var _ = Describe("A loss only one object's value triggers", Ordered, func() {
 	})
 })
 
-// waitBlockedOn waits for the policy of g's CRD to be Blocked for
-// ConversionLossy, its Ready message passing check.
-func waitBlockedOn(ctx context.Context, g gadgets, check func(msg string)) *graduatorv1alpha1.CRDVersionPolicy {
+// proofTime bounds a door's wait for its proof of n objects: two minutes,
+// and a second more for each 500 objects.
+func proofTime(n int) time.Duration {
+	return 2*time.Minute + time.Duration(n/500)*time.Second
+}
+
+// waitBlockedOn waits up to timeout for the policy of g's CRD to be
+// Blocked for ConversionLossy, its Ready message passing check.
+func waitBlockedOn(ctx context.Context, g gadgets, timeout time.Duration, check func(msg string)) *graduatorv1alpha1.CRDVersionPolicy {
 	GinkgoHelper()
 	var policy *graduatorv1alpha1.CRDVersionPolicy
 	Eventually(func(g2 Gomega) {
@@ -214,7 +226,7 @@ func waitBlockedOn(ctx context.Context, g gadgets, check func(msg string)) *grad
 		g2.Expect(c).NotTo(BeNil())
 		g2.Expect(c.Reason).To(Equal(graduation.ReasonConversionLossy))
 		g2.Expect(policy.Status.RoundTrip).NotTo(BeNil())
-	}).WithTimeout(2 * time.Minute).Should(Succeed())
+	}).WithTimeout(timeout).Should(Succeed())
 	check(apimeta.FindStatusCondition(policy.Status.Conditions, graduatorv1alpha1.ConditionReady).Message)
 	return policy
 }
@@ -223,11 +235,10 @@ func waitBlockedOn(ctx context.Context, g gadgets, check func(msg string)) *grad
 // created with.
 func expectSpecsAtV1(ctx context.Context, g gadgets, n int, specOf func(i int) map[string]any) {
 	GinkgoHelper()
-	list, err := env.Dynamic.Resource(g.v1).Namespace("default").List(ctx, metav1.ListOptions{})
-	Expect(err).NotTo(HaveOccurred())
-	Expect(list.Items).To(HaveLen(n))
 	var wrong []string
-	for _, o := range list.Items {
+	read := 0
+	g.each(ctx, g.v1, func(o *unstructured.Unstructured) {
+		read++
 		var i int
 		_, _ = fmt.Sscanf(o.GetName(), "gadget-%05d", &i)
 		spec, _ := o.Object["spec"].(map[string]any)
@@ -236,6 +247,7 @@ func expectSpecsAtV1(ctx context.Context, g gadgets, n int, specOf func(i int) m
 				wrong = append(wrong, fmt.Sprintf("%s spec.%s = %v, want %v", o.GetName(), field, got, want))
 			}
 		}
-	}
+	})
+	Expect(read).To(Equal(n))
 	Expect(wrong).To(BeEmpty(), strings.Join(wrong, "; "))
 }
