@@ -139,7 +139,7 @@ type options struct {
 	// scaleCreateAPIMax is the largest N the scale section creates through
 	// the API server, as users do; above it, copies straight into etcd.
 	scaleCreateAPIMax int
-	scaleOperator int
+	scaleOperator     int
 	// scaleOperatorOnly skips the ceiling, the CLI and verify.
 	scaleOperatorOnly bool
 	// scaleTellQuota tells the CLI and the operator etcd's 8 GiB quota.
