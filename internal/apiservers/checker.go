@@ -84,22 +84,18 @@ func (c Checker) Check(ctx context.Context, r Resource) Verdict {
 }
 
 // Addresses lists the API servers (host:port) from the kubernetes
-// EndpointSlices in default, or from the kubernetes Endpoints when the
-// slices cannot be read. Only ready endpoints count: one not ready takes no
-// request through the Service.
+// EndpointSlice in default, or from the kubernetes Endpoints when the slice
+// cannot be read. Each API server's endpoint reconciler writes both, under
+// that name: one slice, every server at the port they share. Only ready
+// endpoints count: one not ready takes no request through the Service.
 func Addresses(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
-	slices, sliceErr := cs.DiscoveryV1().EndpointSlices(serviceNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: discoveryv1.LabelServiceName + "=" + serviceName,
-	})
-	if sliceErr == nil && len(slices.Items) > 0 {
-		return sliceAddresses(slices.Items), nil
+	slice, sliceErr := cs.DiscoveryV1().EndpointSlices(serviceNamespace).Get(ctx, serviceName, metav1.GetOptions{})
+	if sliceErr == nil {
+		return sliceAddresses(slice), nil
 	}
-	endpoints, err := cs.CoreV1().Endpoints(serviceNamespace).Get(ctx, serviceName, metav1.GetOptions{}) //nolint:staticcheck // the fallback where slices cannot be read
+	endpoints, err := cs.CoreV1().Endpoints(serviceNamespace).Get(ctx, serviceName, metav1.GetOptions{}) //nolint:staticcheck // the fallback where the slice cannot be read
 	if err != nil {
-		if sliceErr == nil {
-			sliceErr = errors.New("none found")
-		}
-		return nil, fmt.Errorf("read the %s EndpointSlices in %s: %w; the Endpoints: %w", serviceName, serviceNamespace,
+		return nil, fmt.Errorf("read the %s EndpointSlice in %s: %w; the Endpoints: %w", serviceName, serviceNamespace,
 			reason(sliceErr), reason(err))
 	}
 	return endpointsAddresses(endpoints), nil
@@ -108,32 +104,30 @@ func Addresses(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 // reason shortens an API error to what a person acts on.
 func reason(err error) error {
 	if apierrors.IsForbidden(err) {
-		return errors.New("forbidden (the operator's role grants get and list on them in default)")
+		return errors.New("forbidden (the operator's ClusterRole grants get on the objects named kubernetes)")
 	}
 	return err
 }
 
-func sliceAddresses(items []discoveryv1.EndpointSlice) []string {
+func sliceAddresses(s *discoveryv1.EndpointSlice) []string {
 	var out []string
-	for _, s := range items {
-		for _, p := range s.Ports {
-			if p.Port == nil || (p.Name != nil && *p.Name != "https" && len(s.Ports) > 1) {
+	for _, p := range s.Ports {
+		if p.Port == nil || (p.Name != nil && *p.Name != "https" && len(s.Ports) > 1) {
+			continue
+		}
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
 				continue
 			}
-			for _, e := range s.Endpoints {
-				if e.Conditions.Ready != nil && !*e.Conditions.Ready {
-					continue
-				}
-				for _, a := range e.Addresses {
-					out = appendNew(out, net.JoinHostPort(a, strconv.Itoa(int(*p.Port))))
-				}
+			for _, a := range e.Addresses {
+				out = appendNew(out, net.JoinHostPort(a, strconv.Itoa(int(*p.Port))))
 			}
 		}
 	}
 	return out
 }
 
-//nolint:staticcheck // the fallback where slices cannot be read
+//nolint:staticcheck // the fallback where the slice cannot be read
 func endpointsAddresses(e *corev1.Endpoints) []string {
 	var out []string
 	for _, sub := range e.Subsets {

@@ -19,7 +19,7 @@ limitations under the License.
 // CRD's storage switch from its own watch of the CRD; one that learns it
 // late writes the old version, and a balancer in front of them sends some of
 // a migration's writes to it. The servers are the addresses of the
-// `kubernetes` EndpointSlices in namespace default (self-managed control
+// `kubernetes` EndpointSlice in namespace default (self-managed control
 // planes: kubeadm, Cluster API, k3s); each serves its own discovery, with the
 // resource's storageVersionHash.
 //

@@ -91,14 +91,16 @@ func TestJoined(t *testing.T) {
 }
 
 func TestAddresses(t *testing.T) {
-	slice := func(name string, port int32, ready *bool, addrs ...string) *discoveryv1.EndpointSlice {
+	slice := func(endpoints ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 		return &discoveryv1.EndpointSlice{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
-				Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+			ObjectMeta:  metav1.ObjectMeta{Name: "kubernetes", Namespace: "default"},
 			AddressType: discoveryv1.AddressTypeIPv4,
-			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(port)}},
-			Endpoints:   []discoveryv1.Endpoint{{Addresses: addrs, Conditions: discoveryv1.EndpointConditions{Ready: ready}}},
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To[int32](6443)}},
+			Endpoints:   endpoints,
 		}
+	}
+	at := func(ready *bool, addrs ...string) discoveryv1.Endpoint {
+		return discoveryv1.Endpoint{Addresses: addrs, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
 	}
 	endpoints := &corev1.Endpoints{ //nolint:staticcheck // the fallback under test
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes", Namespace: "default"},
@@ -108,8 +110,8 @@ func TestAddresses(t *testing.T) {
 		}},
 	}
 	forbidSlices := func(cs *fake.Clientset) {
-		cs.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "", errors.New("no"))
+		cs.PrependReactor("get", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}, "kubernetes", errors.New("no"))
 		})
 	}
 	for _, tc := range []struct {
@@ -119,15 +121,13 @@ func TestAddresses(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{"one slice, every address", []runtime.Object{slice("kubernetes", 6443, nil, "10.0.0.1", "10.0.0.2")}, nil,
+		{"every address of the slice", []runtime.Object{slice(at(nil, "10.0.0.1"), at(ptr.To(true), "10.0.0.2"))}, nil,
 			[]string{"10.0.0.1:6443", "10.0.0.2:6443"}, ""},
-		{"several slices: one address on several ports", []runtime.Object{slice("kubernetes", 6443, nil, "127.0.0.1"),
-			slice("kubernetes-b", 6444, ptr.To(true), "127.0.0.1")}, nil, []string{"127.0.0.1:6443", "127.0.0.1:6444"}, ""},
-		{"an endpoint not ready takes no request", []runtime.Object{slice("kubernetes", 6443, nil, "10.0.0.1"),
-			slice("kubernetes-b", 6443, ptr.To(false), "10.0.0.2")}, nil, []string{"10.0.0.1:6443"}, ""},
-		{"the Endpoints when the slices are forbidden", []runtime.Object{endpoints}, forbidSlices,
+		{"an endpoint not ready takes no request", []runtime.Object{slice(at(nil, "10.0.0.1"), at(ptr.To(false), "10.0.0.2"))}, nil,
+			[]string{"10.0.0.1:6443"}, ""},
+		{"the Endpoints when the slice is forbidden", []runtime.Object{slice(at(nil, "10.9.9.9")), endpoints}, forbidSlices,
 			[]string{"10.0.0.1:6443", "10.0.0.2:6443"}, ""},
-		{"neither can be read", nil, forbidSlices, nil, "forbidden"},
+		{"neither can be read", nil, forbidSlices, nil, "forbidden (the operator's ClusterRole grants get"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset(tc.objects...)

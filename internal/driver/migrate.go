@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/apiservers"
 	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 )
@@ -60,6 +61,12 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 		started := metav1.NewTime(d.now())
 		prev := r
 		r = nextRun(prev, crd, step.StorageVersion, &started)
+		// The servers the plan found agreeing before this first write:
+		// the prune asks them again, and one not among them restarts it.
+		if g.servers.State == apiservers.Agree {
+			r.APIServers = g.servers.Servers
+		}
+		r.APIServersCheck = truncate(graduation.ServersChecked(g.servers), maxStatusText)
 		policy.Status.Migration = r
 		logger.Info("starting a migration run", "checkpoint", r.ResourceVersion, "keptFromLastRun", r.ResourceVersion != "",
 			"lastRun", lastRunOf(prev), "crdGeneration", crd.Generation)
