@@ -338,7 +338,7 @@ func (d *Driver) observe(ctx context.Context, g *run) (graduation.Input, *gradua
 	if in.StorageSettled, err = StorageSettled(ctx, d.Discovery, crd); err != nil {
 		return in, &graduation.StepError{Step: graduation.StepDiscovery, Err: err}
 	}
-	in.APIServers, in.AgreedSince = d.checkServers(ctx, crd)
+	in.APIServers, in.AgreedSince = d.checkServers(ctx, crd, in.Now)
 	g.servers = in.APIServers
 	return in, nil
 }

@@ -32,8 +32,9 @@ import (
 // hash of crd's storage version (package apiservers), while storedVersions
 // lists another version: the plan starts a run only once every one does,
 // and prunes only when they still do. It returns the verdict and since when
-// every server was found agreeing (zero unless they agree now).
-func (d *Driver) checkServers(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (apiservers.Verdict, time.Time) {
+// every server was found agreeing (zero unless they agree now), in the
+// plan's time now.
+func (d *Driver) checkServers(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, now time.Time) (apiservers.Verdict, time.Time) {
 	if crd == nil || d.Config == nil || len(graduation.StaleStoredVersions(crd)) == 0 {
 		return apiservers.Verdict{}, time.Time{}
 	}
@@ -41,7 +42,7 @@ func (d *Driver) checkServers(ctx context.Context, crd *apiextensionsv1.CustomRe
 	v := apiservers.Checker{Config: d.Config}.Check(ctx, apiservers.Resource{
 		Group: crd.Spec.Group, Version: storage, Kind: crd.Spec.Names.Kind, Plural: crd.Spec.Names.Plural,
 	})
-	since := d.agreed.observe(string(crd.UID)+"/"+storage, v.State == apiservers.Agree, d.now())
+	since := d.agreed.observe(string(crd.UID)+"/"+storage, v.State == apiservers.Agree, now)
 	log.FromContext(ctx).V(1).Info("asked every API server", "crd", crd.Name, "storageVersion", storage,
 		"state", v.State, "servers", v.Servers, "reason", v.Reason)
 	return v, since

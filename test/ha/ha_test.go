@@ -1,0 +1,150 @@
+/*
+Copyright 2026 The Graduator Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package ha_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/graduator/graduator/graduationtest"
+	"github.com/graduator/graduator/internal/apiservers"
+	"github.com/graduator/graduator/test/envtestutil"
+)
+
+var groups atomic.Int32
+
+// population is how many objects each spec graduates: HA_OBJECTS, 600 by
+// default.
+func population() int {
+	if s := os.Getenv("HA_OBJECTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		Expect(err).NotTo(HaveOccurred(), "HA_OBJECTS")
+		return n
+	}
+	return 600
+}
+
+// fixture is a CRD storing v1 (v2 served, the same schema) with objects
+// created through A, once every API server serves it.
+type fixture struct {
+	crd   *apiextensionsv1.CustomResourceDefinition
+	group string
+	n     int
+}
+
+func newFixture(ctx context.Context) *fixture {
+	f := &fixture{group: fmt.Sprintf("h%d.ha.test.graduator.io", groups.Add(1)), n: population()}
+	f.crd = envtestutil.WidgetCRD(f.group, "v1", "v2")
+	Expect(env.Client.Create(ctx, f.crd)).To(Succeed())
+	checker := apiservers.Checker{Config: env.Config}
+	Eventually(func() string {
+		v := checker.Check(ctx, apiservers.Resource{Group: f.group, Version: "v1", Kind: "Widget", Plural: "widgets"})
+		return string(v.State) + ": " + v.Reason
+	}).WithTimeout(time.Minute).Should(HavePrefix(string(apiservers.Agree)), "every API server serves the new CRD")
+	v1 := envtestutil.WidgetResource(f.group, "v1")
+	Expect(envtestutil.CreateObjects(ctx, env.Dynamic, v1, f.n, 8, func(i int) *unstructured.Unstructured {
+		return envtestutil.Widget(v1, "default", fmt.Sprintf("w-%05d", i), map[string]any{"color": "blue", "size": int64(i)})
+	})).To(Succeed())
+	Expect(f.stored(ctx)).To(Equal(map[string]int{f.group + "/v1": f.n}))
+	return f
+}
+
+// stored counts the objects in etcd by the apiVersion they are encoded in.
+func (f *fixture) stored(ctx context.Context) map[string]int {
+	counts, err := env.Etcd.Counts(ctx, f.group, "widgets")
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return counts
+}
+
+// expectGraduated reads etcd and the CRD: every object stored as v2, and
+// storedVersions pruned to it.
+func (f *fixture) expectGraduated(ctx context.Context) {
+	ExpectWithOffset(1, f.stored(ctx)).To(Equal(map[string]int{f.group + "/v2": f.n}),
+		"etcd holds every object as v2 once storedVersions is pruned")
+	var crd apiextensionsv1.CustomResourceDefinition
+	ExpectWithOffset(1, env.Client.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)).To(Succeed())
+	ExpectWithOffset(1, crd.Status.StoredVersions).To(Equal([]string{"v2"}))
+}
+
+// expectSpread checks that the balancer sent connections to every server
+// since before: the run's requests went through the late one too.
+func expectSpread(before map[string]int) {
+	after := balancer.Connections()
+	for _, s := range servers {
+		ExpectWithOffset(1, after[s]-before[s]).To(BeNumerically(">", 0), "connections to %s: %v", s, after)
+	}
+	GinkgoWriter.Printf("connections per API server during the spec: before %v, after %v\n", before, after)
+}
+
+var _ = Describe("Three API servers on one etcd, one learning the storage switch late", func() {
+	It("graduator migrate --prune, run as the storage switch is applied, leaves nothing stored in the old version", func(ctx SpecContext) {
+		f := newFixture(ctx)
+		before := balancer.Connections()
+		start := time.Now()
+		switchLate(ctx, f.crd.Name)
+		cmd := exec.Command(cliBinary, "migrate", f.crd.Name, "--prune", "-o", "json", "--kubeconfig", kubeconfig)
+		// One connection per request in flight, spread by the balancer.
+		cmd.Env = append(os.Environ(), "DISABLE_HTTP2=true")
+		session, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(session).WithTimeout(3 * time.Minute).Should(gexec.Exit())
+		GinkgoWriter.Printf("migrate --prune took %s\n", time.Since(start).Round(time.Millisecond))
+		Expect(session.ExitCode()).To(BeZero(), string(session.Err.Contents()))
+		var summary struct {
+			Pruned     bool
+			APIServers string
+		}
+		Expect(json.Unmarshal(session.Out.Contents(), &summary)).To(Succeed())
+		Expect(summary.Pruned).To(BeTrue())
+		Expect(summary.APIServers).To(ContainSubstring("every one of 3 API servers"))
+		f.expectGraduated(ctx)
+		expectSpread(before)
+	})
+
+	It("the driver, run as the storage switch is applied, leaves nothing stored in the old version", func(ctx SpecContext) {
+		f := newFixture(ctx)
+		// The rehearsal kit's door: the operator's sequence (package
+		// driver) in-process, through the balancer.
+		through := *env.Environment
+		through.Config = balanced
+		r, err := graduationtest.NewE(&through, graduationtest.Options{Timeout: 2 * time.Minute})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(r.Close)
+		r = r.WithT(GinkgoT())
+		before := balancer.Connections()
+		start := time.Now()
+		switchLate(ctx, f.crd.Name)
+		report, err := r.TryGraduate(ctx, f.crd.Name, "v2")
+		GinkgoWriter.Printf("the graduation took %s: %s\n", time.Since(start).Round(time.Millisecond), report)
+		Expect(err).NotTo(HaveOccurred())
+		f.expectGraduated(ctx)
+		expectSpread(before)
+	})
+})
