@@ -180,6 +180,16 @@ func StartBalancer(targets ...string) (*Balancer, error) {
 // Addr is where clients connect.
 func (b *Balancer) Addr() string { return b.listener.Addr().String() }
 
+// StartAt sends the next connection to target, and the ones after it round
+// robin from there.
+func (b *Balancer) StartAt(target string) {
+	for i, t := range b.targets {
+		if t == target {
+			b.next.Store(uint64(i))
+		}
+	}
+}
+
 // Connections returns how many connections went to each server.
 func (b *Balancer) Connections() map[string]int {
 	b.mu.Lock()

@@ -30,11 +30,18 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/internal/apiservers"
+	"github.com/graduator/graduator/internal/driver"
+	"github.com/graduator/graduator/internal/graduation"
+	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/test/envtestutil"
 )
 
@@ -103,12 +110,31 @@ func expectSpread(before map[string]int) {
 	GinkgoWriter.Printf("connections per API server during the spec: before %v, after %v\n", before, after)
 }
 
+// startOnA sends the door's first connection to A. That connection carries
+// the run's reads before its first write, one after another; were it C's,
+// they would wait for C to catch up, and the pass would start only once C
+// writes v2 whatever the plan checked. The spec is about the other case: a
+// run that starts while C still writes v1, its writers' connections spread
+// over the three servers.
+func startOnA() { balancer.StartAt(servers[0]) }
+
+// logReporter tells the driver's Events in the spec's log.
+type logReporter struct{}
+
+func (logReporter) Event(_ *graduatorv1alpha1.CRDVersionPolicy, _ *apiextensionsv1.CustomResourceDefinition,
+	eventType, reason, action, message string) {
+	GinkgoWriter.Printf("%s %s (%s): %s\n", action, reason, eventType, message)
+}
+
+func (logReporter) Planned(*graduatorv1alpha1.CRDVersionPolicy, graduation.Step, graduatorv1alpha1.Phase) {}
+
 var _ = Describe("Three API servers on one etcd, one learning the storage switch late", func() {
 	It("graduator migrate --prune, run as the storage switch is applied, leaves nothing stored in the old version", func(ctx SpecContext) {
 		f := newFixture(ctx)
 		before := balancer.Connections()
 		start := time.Now()
 		switchLate(ctx, f.crd.Name)
+		startOnA()
 		cmd := exec.Command(cliBinary, "migrate", f.crd.Name, "--prune", "-o", "json", "--kubeconfig", kubeconfig)
 		// One connection per request in flight, spread by the balancer.
 		cmd.Env = append(os.Environ(), "DISABLE_HTTP2=true")
@@ -128,10 +154,40 @@ var _ = Describe("Three API servers on one etcd, one learning the storage switch
 		expectSpread(before)
 	})
 
-	It("the driver, run as the storage switch is applied, leaves nothing stored in the old version", func(ctx SpecContext) {
+	It("the operator's driver, run as the storage switch is applied, leaves nothing stored in the old version", func(ctx SpecContext) {
 		f := newFixture(ctx)
-		// The rehearsal kit's door: the operator's sequence (package
-		// driver) in-process, through the balancer.
+		// The operator's sequence and settings (package driver, the
+		// policy's default settle delay), its state in memory. Its reads go
+		// to A and the migration's writes through the balancer: a read
+		// before the first write that went to C would wait for C to catch
+		// up, and the pass would start late whatever the plan checked.
+		d := &driver.Driver{
+			Clients: driver.Clients{Client: env.Client, Reader: env.Client, Dynamic: env.Dynamic, Config: balanced,
+				Discovery: discovery.NewDiscoveryClientForConfigOrDie(env.Config),
+				Reviews:   authorizationv1client.NewForConfigOrDie(env.Config).SelfSubjectAccessReviews()},
+			Reporter: logReporter{},
+		}
+		policy := &graduatorv1alpha1.CRDVersionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: f.crd.Name, Generation: 1},
+			Spec: graduatorv1alpha1.CRDVersionPolicySpec{StorageVersion: "v2",
+				Migration: driver.Settings(migration.WriteToObject, graduation.DefaultSettleDelay, nil)},
+		}
+		before := balancer.Connections()
+		start := time.Now()
+		switchLate(ctx, f.crd.Name)
+		out, err := d.Finish(ctx, &driver.MemoryStore{Policy: policy.DeepCopy()}, policy, 2*time.Minute)
+		GinkgoWriter.Printf("the graduation took %s: %s\n", time.Since(start).Round(time.Millisecond), out.Step.Message())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out.Failure()).NotTo(HaveOccurred())
+		Expect(out.Step.Phase).To(Equal(graduatorv1alpha1.PhaseGraduated), out.Step.Message())
+		Expect(policy.Status.Migration.APIServers).To(ConsistOf(servers), policy.Status.Migration.APIServersCheck)
+		f.expectGraduated(ctx)
+		expectSpread(before)
+	})
+
+	It("the rehearsal kit, run as the storage switch is applied, leaves nothing stored in the old version", func(ctx SpecContext) {
+		f := newFixture(ctx)
+		// graduationtest's door, every request through the balancer.
 		through := *env.Environment
 		through.Config = balanced
 		r, err := graduationtest.NewE(&through, graduationtest.Options{Timeout: 2 * time.Minute})
@@ -141,6 +197,7 @@ var _ = Describe("Three API servers on one etcd, one learning the storage switch
 		before := balancer.Connections()
 		start := time.Now()
 		switchLate(ctx, f.crd.Name)
+		startOnA()
 		report, err := r.TryGraduate(ctx, f.crd.Name, "v2")
 		GinkgoWriter.Printf("the graduation took %s: %s\n", time.Since(start).Round(time.Millisecond), report)
 		Expect(err).NotTo(HaveOccurred())

@@ -81,6 +81,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(lag.Close)
 	first := env.Environment.ControlPlane.APIServer.SecureServing.ListenAddr
 	servers = []string{net.JoinHostPort(first.Address, first.Port)}
+	// C reaches etcd through the LagProxy.
 	for ip, etcd := range map[string]string{
 		"127.0.0.2": env.Environment.ControlPlane.Etcd.URL.String(),
 		"127.0.0.3": "http://" + lag.Addr(),
@@ -177,10 +178,10 @@ func lagFor() time.Duration {
 // switchLate makes v2 the storage version of crd, through A, while C sees
 // etcd late: every byte etcd sends C from just before the switch to just
 // after it arrives lagFor() late, and whatever follows queues behind it. C
-// learns the switch that much later than A and B; meanwhile it takes
-// requests and writes to etcd as it did, with the old storage version, and
-// its answers come once its view catches up. Nothing else of C is slowed:
-// the doors find it as a person's run would, a moment after applying a
+// learns the switch that much later than A and B (its CRD watch delivers
+// it late); meanwhile it takes writes and stores them at once, with the
+// old storage version, answering once its view catches up. The doors start
+// a moment after the switch, as a person's run does after applying a
 // release.
 func switchLate(ctx context.Context, crdName string) {
 	lag.SetDelay(lagFor())
