@@ -66,7 +66,7 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 		if g.servers.State == apiservers.Agree {
 			r.APIServers = g.servers.Servers
 		}
-		r.APIServersCheck = truncate(graduation.ServersChecked(g.servers), maxStatusText)
+		r.APIServersCheck = truncate(graduation.ServersChecked(g.servers, graduation.SettleDelay(policy.Spec.Migration)), maxStatusText)
 		policy.Status.Migration = r
 		logger.Info("starting a migration run", "checkpoint", r.ResourceVersion, "keptFromLastRun", r.ResourceVersion != "",
 			"lastRun", lastRunOf(prev), "crdGeneration", crd.Generation)

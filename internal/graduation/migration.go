@@ -115,7 +115,7 @@ func (p *planner) startRun(s Step, target string, last *graduatorv1alpha1.Migrat
 		why = fmt.Sprintf("API server %s joined during the last run and was not checked while it took writes; restarting",
 			strings.Join(joined, ", "))
 	}
-	if checked := ServersChecked(p.in.APIServers); checked != "" {
+	if checked := ServersChecked(p.in.APIServers, SettleDelay(p.spec.Migration)); checked != "" {
 		why += " (" + checked + ")"
 	}
 	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
@@ -215,15 +215,26 @@ func (p *planner) joinedDuring(run *graduatorv1alpha1.MigrationStatus) []string 
 
 // ServersChecked says how the API servers were checked before a run's
 // first write, for its status: every one asked, or why they could not be
-// (the settle delay was waited instead); empty when they were not asked.
-func ServersChecked(v apiservers.Verdict) string {
-	switch v.State {
-	case apiservers.Agree:
+// and the settle delay waited instead; empty when they were not asked.
+func ServersChecked(v apiservers.Verdict, settle time.Duration) string {
+	switch {
+	case v.State == apiservers.Agree:
 		return v.Reason
-	case apiservers.Unchecked:
-		return "not checked one by one: " + v.Reason + "; the settle delay was waited instead"
+	case v.State == apiservers.Unchecked && settle > 0:
+		return fmt.Sprintf("not checked one by one: %s; the settle delay of %s was waited instead", v.Reason, settle)
+	case v.State == apiservers.Unchecked:
+		return fmt.Sprintf("not checked one by one: %s; no settle delay was waited", v.Reason)
 	}
 	return ""
+}
+
+// SettleDelay is the settle delay of settings: how long after the storage
+// switch a run waits where the API servers cannot be asked one by one.
+func SettleDelay(settings graduatorv1alpha1.MigrationSettings) time.Duration {
+	if d := settings.SettleDelay; d != nil {
+		return d.Duration
+	}
+	return DefaultSettleDelay
 }
 
 // preflightGate is where the preflight runs: before the storage switch
@@ -384,10 +395,7 @@ func (p *planner) settling(target string) (settle, bool) {
 		return settle{left, fmt.Sprintf("%s; then %s more, as discovery can show the hash a moment before the server writes it",
 			v.Reason, ServersSettle)}, true
 	}
-	delay := DefaultSettleDelay
-	if d := p.spec.Migration.SettleDelay; d != nil {
-		delay = d.Duration
-	}
+	delay := SettleDelay(p.spec.Migration)
 	why := fmt.Sprintf("the settle delay of %s after the switch", delay)
 	if v := p.in.APIServers; v.State == apiservers.Unchecked {
 		why = fmt.Sprintf("%s, so the settle delay of %s after the switch stands for the check", v.Reason, delay)
