@@ -123,6 +123,10 @@ test-faults: envtest-assets ## The fault suite at full size (about 35 min).
 test-robustness: envtest-assets ## Random fault schedules against the invariants (SEED, RUNS, SIZE, RIG, TWIN).
 	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_TWIN=$(TWIN) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
+.PHONY: test-ha
+test-ha: envtest-assets ## The HA suite with one API server 25 s late (make test runs it at 8 s).
+	HA_LAG=25s $(GO) test ./test/ha/ -count=1 -timeout 15m -v -ginkgo.v
+
 .PHONY: test-quota
 test-quota: envtest-assets ## The etcd space suite (about 13 min).
 	QUOTA_SUITE=1 $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -122,15 +123,19 @@ func expectSpread(before map[string]int) {
 // over the three servers.
 func startOnA() { balancer.StartAt(servers[0]) }
 
-// logReporter tells the driver's Events in the spec's log.
-type logReporter struct{}
+// logReporter tells the driver's Events in the spec's log, and keeps what
+// the plans waited for.
+type logReporter struct{ waited []string }
 
-func (logReporter) Event(_ *graduatorv1alpha1.CRDVersionPolicy, _ *apiextensionsv1.CustomResourceDefinition,
+func (*logReporter) Event(_ *graduatorv1alpha1.CRDVersionPolicy, _ *apiextensionsv1.CustomResourceDefinition,
 	eventType, reason, action, message string) {
 	GinkgoWriter.Printf("%s %s (%s): %s\n", action, reason, eventType, message)
 }
 
-func (logReporter) Planned(*graduatorv1alpha1.CRDVersionPolicy, graduation.Step, graduatorv1alpha1.Phase) {
+func (r *logReporter) Planned(_ *graduatorv1alpha1.CRDVersionPolicy, s graduation.Step, _ graduatorv1alpha1.Phase) {
+	if strings.Contains(s.Message(), "settling") {
+		r.waited = append(r.waited, s.Message())
+	}
 }
 
 var _ = Describe("Three API servers on one etcd, one learning the storage switch late", func() {
@@ -166,11 +171,12 @@ var _ = Describe("Three API servers on one etcd, one learning the storage switch
 		// to A and the migration's writes through the balancer: a read
 		// before the first write that went to C would wait for C to catch
 		// up, and the pass would start late whatever the plan checked.
+		reporter := &logReporter{}
 		d := &driver.Driver{
 			Clients: driver.Clients{Client: env.Client, Reader: env.Client, Dynamic: env.Dynamic, Config: balanced,
 				Discovery: discovery.NewDiscoveryClientForConfigOrDie(env.Config),
 				Reviews:   authorizationv1client.NewForConfigOrDie(env.Config).SelfSubjectAccessReviews()},
-			Reporter: logReporter{},
+			Reporter: reporter,
 		}
 		policy := &graduatorv1alpha1.CRDVersionPolicy{
 			ObjectMeta: metav1.ObjectMeta{Name: f.crd.Name, Generation: 1},
@@ -188,6 +194,8 @@ var _ = Describe("Three API servers on one etcd, one learning the storage switch
 		f.expectGraduated(ctx)
 		expectSpread(before)
 		Expect(policy.Status.Migration.APIServers).To(ConsistOf(servers), policy.Status.Migration.APIServersCheck)
+		Expect(reporter.waited).To(ContainElement(ContainSubstring("API server "+servers[2])),
+			"the plan waited for C, which learned the switch late: %v", reporter.waited)
 	})
 
 	It("the rehearsal kit, run as the storage switch is applied, leaves nothing stored in the old version", func(ctx SpecContext) {

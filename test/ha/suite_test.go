@@ -61,7 +61,8 @@ var (
 	balanced   *rest.Config
 	kubeconfig string
 	cliBinary  string
-	servers    []string
+	// servers are A's, B's and C's addresses, in that order.
+	servers []string
 )
 
 func TestHA(t *testing.T) {
@@ -81,15 +82,16 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	DeferCleanup(lag.Close)
 	first := env.Environment.ControlPlane.APIServer.SecureServing.ListenAddr
 	servers = []string{net.JoinHostPort(first.Address, first.Port)}
-	// C reaches etcd through the LagProxy.
-	for ip, etcd := range map[string]string{
-		"127.0.0.2": env.Environment.ControlPlane.Etcd.URL.String(),
-		"127.0.0.3": "http://" + lag.Addr(),
+	// B, then C, which reaches etcd through the LagProxy.
+	for _, s := range []envtestutil.APIServerOptions{
+		{IP: "127.0.0.2", EtcdURL: env.Environment.ControlPlane.Etcd.URL.String()},
+		{IP: "127.0.0.3", EtcdURL: "http://" + lag.Addr()},
 	} {
-		s, err := envtestutil.StartAPIServer(env.Environment, envtestutil.APIServerOptions{IP: ip, EtcdURL: etcd, Out: GinkgoWriter})
+		s.Out = GinkgoWriter
+		server, err := envtestutil.StartAPIServer(env.Environment, s)
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(s.Stop)
-		servers = append(servers, s.Address)
+		DeferCleanup(server.Stop)
+		servers = append(servers, server.Address)
 	}
 	balancer, err = envtestutil.StartBalancer(servers...)
 	Expect(err).NotTo(HaveOccurred())
