@@ -104,7 +104,7 @@ func Addresses(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 // reason shortens an API error to what a person acts on.
 func reason(err error) error {
 	if apierrors.IsForbidden(err) {
-		return errors.New("forbidden (the operator's ClusterRole grants get on the objects named kubernetes)")
+		return errors.New("forbidden (reading them takes get on the EndpointSlice and Endpoints named kubernetes in default)")
 	}
 	return err
 }

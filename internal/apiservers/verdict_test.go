@@ -127,7 +127,7 @@ func TestAddresses(t *testing.T) {
 			[]string{"10.0.0.1:6443"}, ""},
 		{"the Endpoints when the slice is forbidden", []runtime.Object{slice(at(nil, "10.9.9.9")), endpoints}, forbidSlices,
 			[]string{"10.0.0.1:6443", "10.0.0.2:6443"}, ""},
-		{"neither can be read", nil, forbidSlices, nil, "forbidden (the operator's ClusterRole grants get"},
+		{"neither can be read", nil, forbidSlices, nil, "forbidden (reading them takes get on the EndpointSlice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset(tc.objects...)
