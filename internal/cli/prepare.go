@@ -224,6 +224,10 @@ type PreparedCRD struct {
 	Skipped   int64  `json:"skipped"`
 	Failed    int64  `json:"failed"`
 	Pruned    bool   `json:"pruned"`
+	// APIServers says how the API servers were checked before the CRD's
+	// first write: every one found serving the storage version, or why
+	// they could not be asked one by one.
+	APIServers string `json:"apiServers,omitempty"`
 	// StoredVersions is status.storedVersions when the CRD was done.
 	StoredVersions []string   `json:"storedVersions,omitempty"`
 	StartedAt      *time.Time `json:"startedAt,omitempty"`
@@ -450,6 +454,9 @@ func (o *PrepareOptions) prepareCRD(ctx context.Context, d *driver.Driver, crd *
 	out, err := d.Finish(ctx, store, policy, driverWait)
 	result := driver.RunResult(policy.Status)
 	crd.Listed, crd.Rewritten, crd.Skipped, crd.Failed = result.Listed, result.Rewritten, result.Skipped, result.Failed
+	if r := policy.Status.Migration; r != nil {
+		crd.APIServers = r.APIServersCheck
+	}
 	live := &apiextensionsv1.CustomResourceDefinition{}
 	if getErr := d.Reader.Get(context.WithoutCancel(ctx), client.ObjectKey{Name: crd.CRD}, live); getErr == nil {
 		crd.StoredVersions = live.Status.StoredVersions
