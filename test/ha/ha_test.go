@@ -36,9 +36,11 @@ import (
 	"k8s.io/client-go/discovery"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/crdmigrate"
 	"github.com/graduator/graduator/graduationtest"
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
@@ -196,6 +198,27 @@ var _ = Describe("Three API servers on one etcd, one learning the storage switch
 		Expect(policy.Status.Migration.APIServers).To(ConsistOf(servers), policy.Status.Migration.APIServersCheck)
 		Expect(reporter.waited).To(ContainElement(ContainSubstring("API server "+servers[2])),
 			"the plan waited for C, which learned the switch late: %v", reporter.waited)
+	})
+
+	It("crdmigrate in a manager that reaches the cluster through the balancer leaves nothing stored in the old version", func(ctx SpecContext) {
+		f := newFixture(ctx)
+		balancer.StartAt(servers[0])
+		mgr, err := envtestutil.StartManager(balanced, env.Scheme, func(m ctrl.Manager) error {
+			return crdmigrate.Add(m, crdmigrate.Options{CRDs: []string{f.crd.Name}})
+		})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(mgr.Stop()).To(Succeed()) })
+		before := balancer.Connections()
+		start := time.Now()
+		switchLate(ctx, f.crd.Name)
+		Eventually(func() ([]string, error) {
+			var crd apiextensionsv1.CustomResourceDefinition
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(f.crd), &crd)
+			return crd.Status.StoredVersions, err
+		}).WithTimeout(2 * time.Minute).Should(Equal([]string{"v2"}))
+		GinkgoWriter.Printf("crdmigrate graduated in %s\n", time.Since(start).Round(time.Millisecond))
+		f.expectGraduated(ctx)
+		expectSpread(before)
 	})
 
 	It("the rehearsal kit, run as the storage switch is applied, leaves nothing stored in the old version", func(ctx SpecContext) {
