@@ -163,6 +163,9 @@ type Balancer struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
 	count map[string]int
+	// pinned connections still go to pinnedTo (Pin).
+	pinned   int
+	pinnedTo string
 }
 
 // StartBalancer listens on a free port of 127.0.0.1 in front of targets.
@@ -180,14 +183,28 @@ func StartBalancer(targets ...string) (*Balancer, error) {
 // Addr is where clients connect.
 func (b *Balancer) Addr() string { return b.listener.Addr().String() }
 
-// StartAt sends the next connection to target, and the ones after it round
-// robin from there.
-func (b *Balancer) StartAt(target string) {
+// Pin sends the next n connections to target, and the ones after them
+// round robin from the target after it.
+func (b *Balancer) Pin(target string, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for i, t := range b.targets {
 		if t == target {
-			b.next.Store(uint64(i))
+			b.next.Store(uint64(i + 1))
+			b.pinned, b.pinnedTo = n, t
 		}
 	}
+}
+
+// pick is the target of a new connection.
+func (b *Balancer) pick() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pinned > 0 {
+		b.pinned--
+		return b.pinnedTo
+	}
+	return b.targets[(b.next.Add(1)-1)%uint64(len(b.targets))]
 }
 
 // Connections returns how many connections went to each server.
@@ -211,7 +228,7 @@ func (b *Balancer) serve() {
 		if err != nil {
 			continue
 		}
-		target := b.targets[(b.next.Add(1)-1)%uint64(len(b.targets))]
+		target := b.pick()
 		b.track(conn, true)
 		b.mu.Lock()
 		b.count[target]++
