@@ -126,7 +126,10 @@ func newCmdMigrate(o *MigrateOptions) *cobra.Command {
 		Long: `Rewrites every object of the CRD (named <plural>.<group>) through the API server, so that
 etcd holds it in the CRD's current storage version. With --prune, and only when every
 object was rewritten, status.storedVersions is then set to the storage version, after
-which old versions can be removed from the CRD.
+which old versions can be removed from the CRD. Before the first write, and again before the
+prune, every API server (the kubernetes EndpointSlice's addresses) is asked whether it serves
+the storage version; the run waits until every one does. The summary says when they could not
+be asked one by one (a managed control plane behind one address).
 
 When status.storedVersions already lists only the storage version, every object is stored
 in it: the command says "nothing to migrate", writes nothing and exits 0. --force rewrites
