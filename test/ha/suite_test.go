@@ -189,6 +189,8 @@ func switchLate(ctx context.Context, crdName string) {
 	lag.SetDelay(lagFor())
 	defer lag.SetDelay(0)
 	Expect(envtestutil.SetStorageVersion(ctx, env.Client, crdName, "v2")).To(Succeed())
-	// The switch's watch event leaves etcd a moment after A's answer.
-	time.Sleep(500 * time.Millisecond)
+	// The switch's watch event leaves etcd a moment after A's answer (a
+	// loaded machine may take longer: what C is sent until then is held
+	// too, and whatever follows queues behind it).
+	time.Sleep(2 * time.Second)
 }
