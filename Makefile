@@ -127,6 +127,10 @@ test-robustness: envtest-assets ## Random fault schedules against the invariants
 test-proof-scale: envtest-assets ## The unique-value loss refused at every door at 100,000 objects (about 20 min).
 	ROUNDTRIP_UNIQUE_N=100000 $(GO) test ./test/roundtrip/ -count=1 -timeout 60m -v -ginkgo.v -ginkgo.focus "only one object"
 
+.PHONY: test-ha
+test-ha: envtest-assets ## The HA suite with one API server 25 s late (make test runs it at 8 s).
+	HA_LAG=25s $(GO) test ./test/ha/ -count=1 -timeout 15m -v -ginkgo.v
+
 .PHONY: test-quota
 test-quota: envtest-assets ## The etcd space suite (about 13 min; RECORD=1 writes its table).
 	QUOTA_SUITE=1 QUOTA_RECORD=$(RECORD) $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v

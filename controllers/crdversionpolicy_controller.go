@@ -91,6 +91,15 @@ type policyReconciler struct {
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=patch
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
 //
+// Before a run's first write and before the prune it asks every API server
+// whether it serves the new storage version: the kubernetes EndpointSlice of
+// namespace default (or, where it cannot be read, the kubernetes Endpoints)
+// lists them. Only objects named kubernetes: a Role in default would be moved
+// by kustomize's namespace. Without these rights it waits the settle delay
+// instead, and says so.
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get,resourceNames=kubernetes
+// +kubebuilder:rbac:groups="",resources=endpoints,verbs=get,resourceNames=kubernetes
+//
 // The rights to drive the in-tree migrator (create, get, watch and delete
 // storageversionmigrations, engine StorageVersionMigration) are not here
 // either: the chart grants them only with inTreeEngine.enabled

@@ -40,9 +40,12 @@ import (
 )
 
 // DefaultSettleDelay is how long the controller waits, after it first sees
-// a new storage version, before the migration takes its checkpoint: each
-// API server of an HA control plane learns the new storage version from its
-// own watch, and one may still write the old one for a moment.
+// a new storage version, before the migration takes its checkpoint, where
+// the API servers cannot be asked one by one: each API server of an HA
+// control plane learns the new storage version from its own watch, and one
+// may still write the old one for a moment. Where they can be asked (the
+// kubernetes EndpointSlice lists them), the controller waits until every
+// one serves the new version, then 2 s.
 const DefaultSettleDelay = graduation.DefaultSettleDelay
 
 // DefaultName is the controller's name (in logs, metrics of

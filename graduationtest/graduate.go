@@ -33,8 +33,10 @@ import (
 )
 
 // settleDelay is how long Graduate waits after discovery shows the new
-// storage version: one API server, so a moment is enough (the operator and
-// crdmigrate wait graduation.DefaultSettleDelay, for HA control planes).
+// storage version where the API servers cannot be asked one by one (an
+// envtest API server advertises an address it does not listen on): one
+// API server, so a moment is enough (the operator and crdmigrate wait
+// graduation.DefaultSettleDelay there, for HA control planes).
 const settleDelay = time.Second
 
 // Report is what a graduation did, with what etcd held before and after.

@@ -68,7 +68,12 @@ type Expectation struct {
 // version. It refuses with ErrIncompleteRun after a partial or failed run,
 // and with ErrCRDChanged when the CRD no longer matches expect; it writes with
 // an optimistic lock on the CRD's resourceVersion, so a concurrent change
-// makes it fail rather than prune on stale knowledge.
+// makes it fail rather than prune on stale knowledge. It does not ask the
+// API servers of an HA control plane whether each one writes the storage
+// version: Graduator's operator, crdmigrate and CLI do that before they call
+// it, and a caller of Run that switched the storage version itself must make
+// sure of it too (an API server that learned the switch late may have stored
+// some of the run's own writes in the old version).
 func PruneStoredVersions(ctx context.Context, c client.Client, crdName string, expect Expectation) error {
 	if !expect.Complete || expect.Failed > 0 {
 		return fmt.Errorf("%w: refusing to prune status.storedVersions of %s (complete: %t, failed: %d)",

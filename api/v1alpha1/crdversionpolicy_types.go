@@ -623,6 +623,24 @@ type MigrationStatus struct {
 	// +kubebuilder:validation:MaxItems=20
 	Failures []MigrationFailure `json:"failures,omitempty"`
 
+	// APIServers are the API servers (host:port, the addresses of the
+	// kubernetes EndpointSlices in default) every one of which served
+	// StorageVersion's hash before the run's first write. The prune asks
+	// them again, and a server not among them (one that joined during the
+	// run, as in a rolling control-plane upgrade) starts the run again.
+	// Empty when they could not be asked one by one: the settle delay was
+	// waited instead (APIServersCheck says why).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=261
+	APIServers []string `json:"apiServers,omitempty"`
+	// APIServersCheck says how the API servers were checked before the
+	// run's first write: every one asked, or why they could not be.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	APIServersCheck string `json:"apiServersCheck,omitempty"`
+
 	// StartedAt is when the run started.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`

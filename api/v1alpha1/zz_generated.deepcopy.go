@@ -379,6 +379,11 @@ func (in *MigrationStatus) DeepCopyInto(out *MigrationStatus) {
 		*out = make([]MigrationFailure, len(*in))
 		copy(*out, *in)
 	}
+	if in.APIServers != nil {
+		in, out := &in.APIServers, &out.APIServers
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.StartedAt != nil {
 		in, out := &in.StartedAt, &out.StartedAt
 		*out = (*in).DeepCopy()

@@ -69,6 +69,10 @@ type migrateSummary struct {
 	StoredVersions []string            `json:"storedVersions"`
 	// SpaceBudget is the run's etcd space budget and how it was set.
 	SpaceBudget string `json:"spaceBudget,omitempty"`
+	// APIServers says how the API servers were checked before the run's
+	// first write: every one found serving the storage version, or why they
+	// could not be asked one by one.
+	APIServers string `json:"apiServers,omitempty"`
 	// Verified is the comparison of --verify, when asked for.
 	Verified *verifyResult `json:"verified,omitempty"`
 	// Steps is how long each step took, in the order they ran.
@@ -122,7 +126,10 @@ func newCmdMigrate(o *MigrateOptions) *cobra.Command {
 		Long: `Rewrites every object of the CRD (named <plural>.<group>) through the API server, so that
 etcd holds it in the CRD's current storage version. With --prune, and only when every
 object was rewritten, status.storedVersions is then set to the storage version, after
-which old versions can be removed from the CRD.
+which old versions can be removed from the CRD. Before the first write, and again before the
+prune, every API server (the kubernetes EndpointSlice's addresses) is asked whether it serves
+the storage version; the run waits until every one does. The summary says when they could not
+be asked one by one (a managed control plane behind one address).
 
 When status.storedVersions already lists only the storage version, every object is stored
 in it: the command says "nothing to migrate", writes nothing and exits 0. --force rewrites
@@ -298,6 +305,9 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		Failures: result.Failures, StoredVersions: o.crd.Status.StoredVersions,
 		SpaceBudget: result.SpaceBudgetReason,
 	}
+	if r := policy.Status.Migration; r != nil {
+		summary.APIServers = r.APIServersCheck
+	}
 	if o.verify {
 		if summary.Verified, err = o.verifyAfter(ctx, before); err != nil {
 			return err
@@ -310,6 +320,9 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 		}
 		if pruneErr == nil && out.Failure() != nil {
 			pruneErr = fmt.Errorf("prune %s: %w", o.crdName, out.Failure())
+		}
+		if pruneErr == nil {
+			pruneErr = o.checkPruned(ctx, storage, out)
 		}
 		if pruneErr == nil {
 			summary.Pruned = true
@@ -357,13 +370,30 @@ func (o *MigrateOptions) nothingToMigrate(ctx context.Context, storage string) e
 	return nil
 }
 
+// checkPruned makes sure the prune happened: the plan holds it while an
+// API server is behind, and plans the run again when one joined during it,
+// which this door does not take.
+func (o *MigrateOptions) checkPruned(ctx context.Context, storage string, out driver.Outcome) error {
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := o.client.Get(ctx, client.ObjectKey{Name: o.crdName}, &crd); err != nil {
+		return fmt.Errorf("prune %s: %w", o.crdName, err)
+	}
+	if !slices.Equal(crd.Status.StoredVersions, []string{storage}) {
+		return fmt.Errorf("prune %s: status.storedVersions is still [%s]: %s", o.crdName,
+			strings.Join(crd.Status.StoredVersions, ", "), out.Step.Message())
+	}
+	return nil
+}
+
 // driverWait bounds how long `graduator migrate` waits for the storage
 // switch to show in discovery.
 const driverWait = 2 * time.Minute
 
 // policy is the graduation `graduator migrate` runs: GitOps mode writing
-// where --write-to says, and no settle delay (the storage version was switched by
-// whoever runs the command, before it).
+// where --write-to says. Where every API server can be asked, the run waits
+// until each one serves the storage version; where they cannot, no settle
+// delay (the storage version was switched by whoever runs the command,
+// before it), and the summary says the servers were not checked.
 func (o *MigrateOptions) policy() *graduatorv1alpha1.CRDVersionPolicy {
 	policy := &graduatorv1alpha1.CRDVersionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: o.crdName, Generation: 1},
@@ -420,6 +450,9 @@ func printSummary(w io.Writer, s migrateSummary) {
 	}
 	lines := []string{fmt.Sprintf("%s: %d listed, %d rewritten as %s, %d skipped, %d failed; %d written during the run caught up",
 		s.CRD, s.Listed, s.Rewritten, s.StorageVersion, s.Skipped, s.Failed, s.CaughtUp)}
+	if s.APIServers != "" {
+		lines = append(lines, "  API servers: "+s.APIServers)
+	}
 	if s.Sweep == migration.SweepList {
 		// The exception worth a look: the sweep read every object again.
 		lines = append(lines, "  the catch-up sweep listed every object again: "+s.SweepReason)

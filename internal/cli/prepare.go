@@ -64,6 +64,9 @@ type PrepareOptions struct {
 	scan *ScanOptions
 
 	dryRun bool
+	// exitCode is --exit-code: with --dry-run, ExitPlanned when some
+	// cluster has work planned.
+	exitCode bool
 	// acceptLoss is --accept-loss, the field paths the conversion may lose;
 	// etcdQuota is --etcd-quota, etcd's space quota in every cluster.
 	acceptLoss []string
@@ -109,7 +112,9 @@ Unreachable.
 
 Exits 0 when every cluster is ready for the release, 1 when some cluster refused (a person
 must act there), 2 on bad input or when a cluster could not be read or was not finished
-(unreachable, interrupted): run it again.`,
+(unreachable, interrupted): run it again. With --dry-run --exit-code (git diff --exit-code's
+convention), 3 when no cluster refused or went unread but some cluster has work planned; 0
+then means nothing to do anywhere.`,
 		Example: `  graduator prepare --against release/crds/ --all-contexts --dry-run
   helm template my-app chart/ | graduator prepare --against - --context prod-eu,prod-us
   graduator prepare --against crds.yaml --all-contexts --parallel 5 -o json`,
@@ -130,6 +135,8 @@ must act there), 2 on bad input or when a cluster could not be read or was not f
 		"The manifests the release is about to apply (a file, a directory, or - for stdin; repeat for more).")
 	cmd.Flags().StringVarP(&o.scan.output, "output", "o", "", "Output format: json prints the outcome per cluster and CRD.")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "Print the plan of each cluster and write nothing.")
+	cmd.Flags().BoolVar(&o.exitCode, "exit-code", false,
+		fmt.Sprintf("With --dry-run, exit %d when some cluster has work planned (as git diff --exit-code), 0 only when there is nothing to do.", ExitPlanned))
 	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", o.engine.Concurrency,
 		"Upper bound on writes in flight per cluster; the number adapts below it to what the API server takes.")
 	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
@@ -148,6 +155,8 @@ func (o *PrepareOptions) Complete(ctx context.Context) error {
 		return fmt.Errorf("unknown output format %q: use json or leave it out", o.scan.output)
 	case len(o.scan.against) == 0:
 		return errors.New("--against is required: the manifests of the release to prepare for")
+	case o.exitCode && !o.dryRun:
+		return errors.New("--exit-code needs --dry-run: it tells whether work is planned, without doing it")
 	case o.engine.Concurrency < 1:
 		return fmt.Errorf("--concurrency must be at least 1, got %d", o.engine.Concurrency)
 	case o.engine.PageSize < 1:
@@ -215,6 +224,10 @@ type PreparedCRD struct {
 	Skipped   int64  `json:"skipped"`
 	Failed    int64  `json:"failed"`
 	Pruned    bool   `json:"pruned"`
+	// APIServers says how the API servers were checked before the CRD's
+	// first write: every one found serving the storage version, or why
+	// they could not be asked one by one.
+	APIServers string `json:"apiServers,omitempty"`
 	// StoredVersions is status.storedVersions when the CRD was done.
 	StoredVersions []string   `json:"storedVersions,omitempty"`
 	StartedAt      *time.Time `json:"startedAt,omitempty"`
@@ -267,13 +280,14 @@ func (o *PrepareOptions) Run(ctx context.Context) error {
 	} else {
 		printPrepared(o.Out, contexts, out)
 	}
-	return prepareVerdict(contexts, out)
+	return prepareVerdict(contexts, out, o.exitCode)
 }
 
 // prepareVerdict is the exit: 1 when a cluster refused (a person must act
 // there, whatever the others say), else 2 when one was not read or not
-// finished (running again may be enough), else none (0).
-func prepareVerdict(contexts []string, out map[string]PreparedCluster) error {
+// finished (running again may be enough), else, when planned counts (a dry
+// run's --exit-code), 3 when one has work planned, else none (0).
+func prepareVerdict(contexts []string, out map[string]PreparedCluster, planned bool) error {
 	by := map[string][]string{}
 	for _, name := range contexts {
 		by[out[name].Outcome] = append(by[out[name].Outcome], name)
@@ -286,6 +300,9 @@ func prepareVerdict(contexts []string, out map[string]PreparedCluster) error {
 		not := append(by[OutcomeUnreachable], by[OutcomeUnfinished]...)
 		return &exitError{code: ExitBadInput, err: fmt.Errorf("%d of %d clusters were not read or not finished: %s; run the same command again",
 			len(not), len(contexts), strings.Join(not, ", "))}
+	case planned && len(by[OutcomePlanned]) > 0:
+		return &exitError{code: ExitPlanned, err: fmt.Errorf("%d of %d clusters have work planned: %s", len(by[OutcomePlanned]),
+			len(contexts), strings.Join(by[OutcomePlanned], ", "))}
 	}
 	return nil
 }
@@ -437,6 +454,9 @@ func (o *PrepareOptions) prepareCRD(ctx context.Context, d *driver.Driver, crd *
 	out, err := d.Finish(ctx, store, policy, driverWait)
 	result := driver.RunResult(policy.Status)
 	crd.Listed, crd.Rewritten, crd.Skipped, crd.Failed = result.Listed, result.Rewritten, result.Skipped, result.Failed
+	if r := policy.Status.Migration; r != nil {
+		crd.APIServers = r.APIServersCheck
+	}
 	live := &apiextensionsv1.CustomResourceDefinition{}
 	if getErr := d.Reader.Get(context.WithoutCancel(ctx), client.ObjectKey{Name: crd.CRD}, live); getErr == nil {
 		crd.StoredVersions = live.Status.StoredVersions

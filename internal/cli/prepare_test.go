@@ -22,14 +22,19 @@ func TestPrepareVerdict(t *testing.T) {
 	tests := []struct {
 		name     string
 		outcomes []string
+		exitCode bool
 		want     int
 	}{
-		{"every cluster ready", []string{OutcomeReady, OutcomeReady}, 0},
-		{"a dry run's plan", []string{OutcomePlanned, OutcomeReady}, 0},
-		{"one refused", []string{OutcomeReady, OutcomeRefused}, ExitError},
-		{"one refused and one unreachable: a person must act", []string{OutcomeRefused, OutcomeUnreachable}, ExitError},
-		{"one unreachable", []string{OutcomeReady, OutcomeUnreachable}, ExitBadInput},
-		{"one interrupted", []string{OutcomeUnfinished, OutcomeReady}, ExitBadInput},
+		{"every cluster ready", []string{OutcomeReady, OutcomeReady}, false, 0},
+		{"a dry run's plan", []string{OutcomePlanned, OutcomeReady}, false, 0},
+		{"one refused", []string{OutcomeReady, OutcomeRefused}, false, ExitError},
+		{"one refused and one unreachable: a person must act", []string{OutcomeRefused, OutcomeUnreachable}, false, ExitError},
+		{"one unreachable", []string{OutcomeReady, OutcomeUnreachable}, false, ExitBadInput},
+		{"one interrupted", []string{OutcomeUnfinished, OutcomeReady}, false, ExitBadInput},
+		{"--exit-code: a dry run's plan is work to do", []string{OutcomePlanned, OutcomeReady}, true, ExitPlanned},
+		{"--exit-code: nothing planned anywhere", []string{OutcomeReady, OutcomeReady}, true, 0},
+		{"--exit-code: a refusal still wins over a plan", []string{OutcomePlanned, OutcomeRefused}, true, ExitError},
+		{"--exit-code: an unread cluster wins over a plan (the answer is incomplete)", []string{OutcomePlanned, OutcomeUnreachable}, true, ExitBadInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,7 +45,7 @@ func TestPrepareVerdict(t *testing.T) {
 				contexts = append(contexts, name)
 				out[name] = PreparedCluster{Outcome: o}
 			}
-			if got := ExitCode(prepareVerdict(contexts, out)); got != tt.want {
+			if got := ExitCode(prepareVerdict(contexts, out, tt.exitCode)); got != tt.want {
 				t.Errorf("exit %d, want %d", got, tt.want)
 			}
 		})

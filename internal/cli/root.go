@@ -116,11 +116,14 @@ func restConfig(flags *genericclioptions.ConfigFlags) (*rest.Config, error) {
 // a bad flag value, a wrong number of arguments) exits ExitUsage, as
 // kubectl does. verify and check exit ExitBadInput on any bad input, usage
 // errors included, as documented (kubectl diff's convention); migrate exits
-// ExitBadInput when some objects could not be rewritten.
+// ExitBadInput when some objects could not be rewritten. prepare --dry-run
+// --exit-code exits ExitPlanned when some cluster has work planned (git diff
+// --exit-code's convention: a CI gate that wants "nothing to do").
 const (
 	ExitError    = 1
 	ExitUsage    = 1
 	ExitBadInput = 2
+	ExitPlanned  = 3
 )
 
 // exitError carries a specific exit code.

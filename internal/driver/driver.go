@@ -53,6 +53,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/apiservers"
 	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 )
@@ -194,8 +195,9 @@ type Driver struct {
 	// Clock is the time source; a real clock when nil.
 	Clock clock.PassiveClock
 
-	runs  runningMigrations
-	space spaceHistory
+	runs   runningMigrations
+	space  spaceHistory
+	agreed agreements
 }
 
 func (d *Driver) metrics() Metrics {
@@ -250,6 +252,9 @@ type run struct {
 	// svm is the in-tree migration named after the CRD as last read (engine
 	// StorageVersionMigration; nil: none, or another engine).
 	svm *svmv1.StorageVersionMigration
+	// servers is what asking every API server found when the CRD was last
+	// read, for the run that starts on it.
+	servers apiservers.Verdict
 }
 
 // Run performs the next steps of policy's graduation: observe the CRD,
@@ -333,6 +338,8 @@ func (d *Driver) observe(ctx context.Context, g *run) (graduation.Input, *gradua
 	if in.StorageSettled, err = StorageSettled(ctx, d.Discovery, crd); err != nil {
 		return in, &graduation.StepError{Step: graduation.StepDiscovery, Err: err}
 	}
+	in.APIServers, in.AgreedSince = d.checkServers(ctx, crd, in.Now)
+	g.servers = in.APIServers
 	return in, nil
 }
 

@@ -133,6 +133,7 @@ func (d *Driver) driveInTree(ctx context.Context, g *run, step graduation.Step) 
 			return fmt.Errorf("take the checkpoint of %s: %w", crd.Name, err)
 		}
 		mr.ResourceVersion = list.GetResourceVersion()
+		recordServers(mr, g)
 		policy.Status.Migration = mr
 		d.Reporter.Event(policy, crd, corev1.EventTypeNormal, ReasonMigrationStarted, "Migrate",
 			fmt.Sprintf("rewriting every %s as %s with the in-tree StorageVersionMigration %s",

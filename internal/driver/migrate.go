@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/apiservers"
 	"github.com/graduator/graduator/internal/enginehook"
 	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
@@ -61,6 +62,7 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 		started := metav1.NewTime(d.now())
 		prev := r
 		r = nextRun(prev, crd, step.StorageVersion, &started)
+		recordServers(r, g)
 		policy.Status.Migration = r
 		logger.Info("starting a migration run", "checkpoint", r.ResourceVersion, "keptFromLastRun", r.ResourceVersion != "",
 			"lastRun", lastRunOf(prev), "crdGeneration", crd.Generation)
@@ -200,6 +202,16 @@ func nextRun(prev *graduatorv1alpha1.MigrationStatus, crd *apiextensionsv1.Custo
 		next.ResourceVersion, next.WrittenRanges = prev.ResourceVersion, prev.WrittenRanges
 	}
 	return next
+}
+
+// recordServers keeps, in a new run's status, the API servers the plan
+// found agreeing before its first write, and how they were checked: the
+// prune asks them again, and one not among them restarts the run.
+func recordServers(r *graduatorv1alpha1.MigrationStatus, g *run) {
+	if g.servers.State == apiservers.Agree {
+		r.APIServers = g.servers.Servers
+	}
+	r.APIServersCheck = truncate(graduation.ServersChecked(g.servers, graduation.SettleDelay(g.policy.Spec.Migration)), maxStatusText)
 }
 
 // lastRunOf describes the run a new one follows, for the log.

@@ -94,11 +94,11 @@ func (p *planner) inTreeEngine(s Step, target string) (Step, bool) {
 func (p *planner) inTreeStart(s Step, target string) (Step, bool) {
 	name := storagemigration.NameFor(p.crd.Name)
 	if wait, ok := p.settling(target); ok {
-		s.RequeueAfter = wait
+		s.RequeueAfter = wait.wait
 		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonSettling,
-			"waiting for every API server to store %s before creating the StorageVersionMigration %s", target, name)
+			"waiting for every API server to store %s before creating the StorageVersionMigration %s: %s", target, name, wait.why)
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
-			"the storage version %s is settling; the in-tree migration starts in %s", target, wait.Round(time.Second)), true
+			"the storage version %s is settling: %s; looking again in %s", target, wait.why, wait.wait.Round(time.Second)), true
 	}
 	s.Action = ActionMigrate
 	s.Restart = true

@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/apiservers"
 	"github.com/graduator/graduator/internal/storagemigration"
 )
 
@@ -93,11 +94,11 @@ func (p *planner) otherMigration(s Step, target string) (Step, bool) {
 func (p *planner) startRun(s Step, target string, last *graduatorv1alpha1.MigrationStatus) Step {
 	if wait, ok := p.settling(target); ok {
 		s.Phase = graduatorv1alpha1.PhaseMigrating
-		s.RequeueAfter = wait
+		s.RequeueAfter = wait.wait
 		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonSettling,
-			"waiting for every API server to store %s before migrating", target)
+			"waiting for every API server to store %s before migrating: %s", target, wait.why)
 		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
-			"the storage version %s is settling; the migration starts in %s", target, wait.Round(time.Second))
+			"the storage version %s is settling: %s; looking again in %s", target, wait.why, wait.wait.Round(time.Second))
 	}
 	if s, stop := p.preflight(s, target, beforeFirstWrite); stop {
 		return s
@@ -106,8 +107,15 @@ func (p *planner) startRun(s Step, target string, last *graduatorv1alpha1.Migrat
 	s.Restart = true
 	s.Phase = graduatorv1alpha1.PhaseMigrating
 	why := "starting"
-	if last != nil && last.CRDGeneration != p.crd.Generation {
+	switch joined := p.joinedDuring(last); {
+	case last != nil && last.CRDGeneration != p.crd.Generation:
 		why = fmt.Sprintf("the CRD changed (generation %d -> %d) since the last run; restarting", last.CRDGeneration, p.crd.Generation)
+	case len(joined) > 0:
+		why = fmt.Sprintf("API server %s joined during the last run and was not checked while it took writes; restarting",
+			strings.Join(joined, ", "))
+	}
+	if checked := ServersChecked(p.in.APIServers, SettleDelay(p.spec.Migration)); checked != "" {
+		why += " (" + checked + ")"
 	}
 	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonMigrating,
 		"rewriting every object as %s: %s", target, why)
@@ -150,14 +158,82 @@ func (p *planner) retryFailedRun(s Step, target string, run *graduatorv1alpha1.M
 	return p.finish(s, metav1.ConditionFalse, ReasonMigrationFailed, "%s; retrying the migration", msg)
 }
 
-// prune prunes storedVersions after a complete clean run.
+// prune prunes storedVersions after a complete clean run, once every API
+// server is found again serving the storage version's hash (pruneHeld).
 func (p *planner) prune(s Step, target string, stored []string, run *graduatorv1alpha1.MigrationStatus) Step {
 	p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionTrue, ReasonMigrated, "%s", migratedMessage(run, target))
+	if len(p.joinedDuring(run)) > 0 {
+		return p.startRun(s, target, run)
+	}
+	if s, held := p.pruneHeld(s, target, stored, run); held {
+		return s
+	}
 	s.Action = ActionPrune
 	s.Phase = graduatorv1alpha1.PhasePruning
 	p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionFalse, ReasonPrunePending,
 		"pruning status.storedVersions [%s] to [%s]", strings.Join(stored, ", "), target)
 	return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "pruning status.storedVersions to [%s]", target)
+}
+
+// pruneHeld holds the prune while an API server is found behind (it still
+// writes the old version), and while the servers checked before the run
+// cannot be asked again. Where they could not be asked before the run
+// either, the settle delay stood for the check, and the prune goes on.
+func (p *planner) pruneHeld(s Step, target string, stored []string, run *graduatorv1alpha1.MigrationStatus) (Step, bool) {
+	v := p.in.APIServers
+	var why string
+	switch {
+	case v.State == apiservers.Behind:
+		why = v.Reason
+		s.RequeueAfter = settlePollInterval
+	case v.State == apiservers.Unchecked && len(run.APIServers) > 0:
+		why = fmt.Sprintf("the API servers checked before the run (%s) cannot be asked again: %s",
+			strings.Join(run.APIServers, ", "), v.Reason)
+		s.RequeueAfter = BlockedRetryInterval
+	default:
+		return s, false
+	}
+	s.Phase = graduatorv1alpha1.PhasePruning
+	p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionFalse, ReasonServersBehind,
+		"status.storedVersions [%s] is not pruned to [%s] while %s", strings.Join(stored, ", "), target, why)
+	return p.finish(s, metav1.ConditionFalse, ReasonServersBehind,
+		"the prune of status.storedVersions waits: %s; looking again in %s", why, s.RequeueAfter.Round(time.Second)), true
+}
+
+// joinedDuring returns the API servers found now that were not among those
+// checked before run: a server that joined while the run wrote (a rolling
+// control-plane upgrade) may have written the old version, and the sweep
+// trusts the run's own writes. Nothing when the servers were not checked
+// before the run.
+func (p *planner) joinedDuring(run *graduatorv1alpha1.MigrationStatus) []string {
+	if run == nil || len(run.APIServers) == 0 || run.CompletedAt == nil || p.in.APIServers.State != apiservers.Agree {
+		return nil
+	}
+	return apiservers.Joined(run.APIServers, p.in.APIServers.Servers)
+}
+
+// ServersChecked says how the API servers were checked before a run's
+// first write, for its status: every one asked, or why they could not be
+// and the settle delay waited instead; empty when they were not asked.
+func ServersChecked(v apiservers.Verdict, settle time.Duration) string {
+	switch {
+	case v.State == apiservers.Agree:
+		return v.Reason
+	case v.State == apiservers.Unchecked && settle > 0:
+		return fmt.Sprintf("not checked one by one: %s; the settle delay of %s was waited instead", v.Reason, settle)
+	case v.State == apiservers.Unchecked:
+		return fmt.Sprintf("not checked one by one: %s; no settle delay was waited", v.Reason)
+	}
+	return ""
+}
+
+// SettleDelay is the settle delay of settings: how long after the storage
+// switch a run waits where the API servers cannot be asked one by one.
+func SettleDelay(settings graduatorv1alpha1.MigrationSettings) time.Duration {
+	if d := settings.SettleDelay; d != nil {
+		return d.Duration
+	}
+	return DefaultSettleDelay
 }
 
 // preflightGate is where the preflight runs: before the storage switch
@@ -286,26 +362,51 @@ func migratedMessage(run *graduatorv1alpha1.MigrationStatus, target string) stri
 	return fmt.Sprintf("%d objects rewritten as %s, %d skipped", run.Rewritten, target, run.Skipped)
 }
 
+// settle is how long the migration still waits after the storage switch,
+// and why.
+type settle struct {
+	wait time.Duration
+	why  string
+}
+
 // settling reports how long to wait before the migration's checkpoint can be
-// taken: discovery must advertise the new storage version and the settle
-// delay must have passed since the switch was observed, so that every API
-// server of an HA control plane writes the new version.
-func (p *planner) settling(target string) (time.Duration, bool) {
+// taken. Discovery (through whichever API server answers) must advertise
+// the new storage version; then, where every API server can be asked, every
+// one must serve its hash, and ServersSettle must have passed since they
+// all did; where they cannot be asked, the settle delay must have passed
+// since the switch was observed, in the hope that every API server of an
+// HA control plane writes the new version by then.
+func (p *planner) settling(target string) (settle, bool) {
 	if !p.in.StorageSettled {
-		return settlePollInterval, true
+		return settle{settlePollInterval, fmt.Sprintf("discovery does not advertise %s's hash yet", target)}, true
 	}
-	delay := DefaultSettleDelay
-	if d := p.spec.Migration.SettleDelay; d != nil {
-		delay = d.Duration
+	switch v := p.in.APIServers; v.State {
+	case apiservers.Behind:
+		return settle{settlePollInterval, v.Reason}, true
+	case apiservers.Agree:
+		left := ServersSettle
+		if !p.in.AgreedSince.IsZero() {
+			left = p.in.AgreedSince.Add(ServersSettle).Sub(p.in.Now)
+		}
+		if left <= 0 {
+			return settle{}, false
+		}
+		return settle{left, fmt.Sprintf("%s; then %s more, as discovery can show the hash a moment before the server writes it",
+			v.Reason, ServersSettle)}, true
+	}
+	delay := SettleDelay(p.spec.Migration)
+	why := fmt.Sprintf("the settle delay of %s after the switch", delay)
+	if v := p.in.APIServers; v.State == apiservers.Unchecked {
+		why = fmt.Sprintf("%s, so the settle delay of %s after the switch stands for the check", v.Reason, delay)
 	}
 	since := p.status.StorageVersionSince
 	if since == nil || p.status.StorageVersion != target {
-		return delay, delay > 0
+		return settle{delay, why}, delay > 0
 	}
 	if left := since.Add(delay).Sub(p.in.Now); left > 0 {
-		return left, true
+		return settle{left, why}, true
 	}
-	return 0, false
+	return settle{}, false
 }
 
 func firstFailure(run *graduatorv1alpha1.MigrationStatus) string {

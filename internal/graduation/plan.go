@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/apiservers"
 )
 
 // Action is what the reconciler does for a Step.
@@ -60,17 +61,21 @@ const (
 
 // Condition reasons. They are contracts: alerts and runbooks match on them.
 const (
-	ReasonPaused                   = "Paused"
-	ReasonCRDNotFound              = "CRDNotFound"
-	ReasonUnknownVersion           = "UnknownVersion"
-	ReasonVersionNotServed         = "VersionNotServed"
-	ReasonConversionNotConfigured  = "ConversionNotConfigured"
-	ReasonPreflightPending         = "PreflightPending"
-	ReasonPreflightFailed          = "PreflightFailed"
-	ReasonPreflightSucceeded       = "PreflightSucceeded"
-	ReasonSwitchPending            = "SwitchPending"
-	ReasonStorageVersionSet        = "StorageVersionSet"
-	ReasonSettling                 = "Settling"
+	ReasonPaused                  = "Paused"
+	ReasonCRDNotFound             = "CRDNotFound"
+	ReasonUnknownVersion          = "UnknownVersion"
+	ReasonVersionNotServed        = "VersionNotServed"
+	ReasonConversionNotConfigured = "ConversionNotConfigured"
+	ReasonPreflightPending        = "PreflightPending"
+	ReasonPreflightFailed         = "PreflightFailed"
+	ReasonPreflightSucceeded      = "PreflightSucceeded"
+	ReasonSwitchPending           = "SwitchPending"
+	ReasonStorageVersionSet       = "StorageVersionSet"
+	ReasonSettling                = "Settling"
+	// ReasonServersBehind: storedVersions is not pruned while an API server
+	// is found writing another version, or while the servers checked before
+	// the run cannot be asked again.
+	ReasonServersBehind            = "APIServersBehind"
 	ReasonMigrating                = "Migrating"
 	ReasonMigrationFailed          = "MigrationFailed"
 	ReasonMigrated                 = "Migrated"
@@ -99,8 +104,15 @@ const (
 	// BlockedRetryInterval is how long a blocked graduation waits before the
 	// reconciler tries again (webhooks come back; certificates rotate).
 	BlockedRetryInterval = 30 * time.Second
-	// DefaultSettleDelay is used when the policy sets none.
+	// DefaultSettleDelay is used when the policy sets none, and the API
+	// servers cannot be asked one by one.
 	DefaultSettleDelay = 10 * time.Second
+	// ServersSettle is how long the migration waits once every API server
+	// was found serving the new storage version's hash, in place of the
+	// settle delay: an API server updates its discovery a moment before the
+	// CRD handler it serves writes with the new storage version
+	// (kubernetes#130235), so a hash seen is not yet a write in that version.
+	ServersSettle = 2 * time.Second
 	// settlePollInterval is how often to look again while discovery still
 	// advertises the old storage version.
 	settlePollInterval = 2 * time.Second
@@ -145,6 +157,13 @@ type Input struct {
 	// StorageSettled is true when API discovery advertises the CRD's current
 	// storage version (its storageVersionHash).
 	StorageSettled bool
+	// APIServers is what asking every API server one by one for the
+	// storage version's hash found, while storedVersions lists another
+	// version; the zero Verdict when they were not asked.
+	APIServers apiservers.Verdict
+	// AgreedSince is when every API server was first found serving the
+	// storage version's hash, in the latest unbroken run of Agree verdicts.
+	AgreedSince time.Time
 	// Failed is the step that failed in this reconcile, with its error; nil
 	// when none did.
 	Failed *StepError

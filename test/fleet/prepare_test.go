@@ -301,6 +301,11 @@ var _ = Describe("graduator prepare across contexts", Ordered, func() {
 		Expect(out).To(ContainSubstring("prepare-a: Planned\n  alphas.prepare.example: Planned: migrate to v2 and prune, because status.storedVersions lists v1, which the release drops"))
 		Expect(out).To(ContainSubstring("prepare-b: Ready (nothing to do)"))
 		Expect(out).To(ContainSubstring("gone: Unreachable"))
+		By("--exit-code: 3 while a cluster has work planned, 0 where there is nothing to do")
+		code, out, errOut = runPrepare(config, "prepare", "--against", release, "--context", "prepare-a,prepare-b", "--dry-run", "--exit-code")
+		Expect(code).To(Equal(3), "%s\n%s", out, errOut)
+		code, out, errOut = runPrepare(config, "prepare", "--against", release, "--context", "prepare-b", "--dry-run", "--exit-code")
+		Expect(code).To(BeZero(), "%s\n%s", out, errOut)
 		for _, p := range rig {
 			Expect(realWrites(p, preparer, "")).To(BeEmpty(), "the dry run wrote on %s", p.name)
 		}

@@ -169,10 +169,13 @@ var _ = Describe("The graduator CLI a person watches", Ordered, func() {
 			quiet := run("migrate", f.crd.Name, "--page-size", "20", "--quiet")
 			Expect(quiet.ExitCode()).To(BeZero())
 			Expect(quiet.Err.Contents()).To(BeEmpty(), "nothing on stderr")
-			Expect(strings.Split(strings.TrimSpace(string(quiet.Out.Contents())), "\n")).To(Equal([]string{
+			Expect(strings.Split(strings.TrimSpace(string(quiet.Out.Contents())), "\n")).To(HaveExactElements(
 				fmt.Sprintf("%s: %d listed, %d rewritten as v2, 0 skipped, 0 failed; 0 written during the run caught up", f.crd.Name, n, n),
+				// envtest's API server advertises an address it does not
+				// listen on: it cannot be asked there, and the summary says so.
+				HavePrefix("  API servers: not checked one by one: "),
 				"status.storedVersions: [v1, v2]",
-			}), "only the summary")
+			), "only the summary")
 		})
 	})
 
