@@ -111,6 +111,9 @@ type gadgets struct {
 	crd    *apiextensionsv1.CustomResourceDefinition
 	group  string
 	v1, v2 schema.GroupVersionResource
+	// deleteWithin bounds the CRD's deletion at the spec's end, which
+	// deletes every gadget: create raises it with the population.
+	deleteWithin *time.Duration
 }
 
 func (g gadgets) resource(version string) schema.GroupVersionResource {
@@ -167,11 +170,12 @@ func newGadgets(ctx context.Context, w *webhookProcess, extra ...map[string]apie
 		},
 	}
 	Expect(env.Client.Create(ctx, crd)).To(Succeed())
+	deleteWithin := 2 * time.Minute
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(envtestutil.DeleteCRD(ctx, env.Client, crd.Name, 2*time.Minute)).To(Succeed())
+		Expect(envtestutil.DeleteCRD(ctx, env.Client, crd.Name, deleteWithin)).To(Succeed())
 	})
 	Expect(envtestutil.WaitServed(ctx, env.Client, env.Dynamic, crd.Name)).To(Succeed())
-	g := gadgets{crd: crd, group: group}
+	g := gadgets{crd: crd, group: group, deleteWithin: &deleteWithin}
 	g.v1, g.v2 = g.resource("v1"), g.resource("v2")
 	return g
 }
@@ -179,6 +183,9 @@ func newGadgets(ctx context.Context, w *webhookProcess, extra ...map[string]apie
 // create creates n gadgets at v1, spec(i) each, named gadget-00000...
 func (g gadgets) create(ctx context.Context, n int, spec func(i int) map[string]any) {
 	GinkgoHelper()
+	// The API server deletes a CRD's objects one by one: 100,000 take
+	// minutes.
+	*g.deleteWithin = max(*g.deleteWithin, 2*time.Minute+time.Duration(n)*10*time.Millisecond)
 	Expect(envtestutil.CreateObjects(ctx, env.Dynamic, g.v1, n, min(64, max(8, n/1000)), func(i int) *unstructured.Unstructured {
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": g.v1.GroupVersion().String(), "kind": "Gadget",
