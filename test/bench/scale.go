@@ -320,8 +320,10 @@ func (b *bench) scaleMigrate(ctx context.Context, cli, crdName, from, to string,
 	row.cli = rate(n, row.cliTook)
 	fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB)\n", "graduator migrate --prune, "+from+"->"+to, row.cli,
 		row.cliTook.Round(time.Millisecond), mib(hwm))
-	fmt.Printf("  graduator said: %s", out)
-	if parts, ok := cliPartsOf(progress.Bytes(), out); ok {
+	parts, ok := cliPartsOf(progress.Bytes(), out)
+	if !ok {
+		fmt.Printf("  graduator said: %s", out)
+	} else {
 		row.pass, row.parts = parts.passRate, parts
 		fmt.Printf("  proof %.1fs, settle %.1fs, main pass %.1fs (%.0f objects/s from its first page to its last), sweep %.1fs (by %s), prune %.1fs; waited for compactions %.1fs\n",
 			parts.proof, parts.settle, parts.pass, parts.passRate, parts.sweep, parts.sweepBy, parts.prune, parts.compactionWait)
