@@ -169,7 +169,7 @@ func (c Checker) ask(addr string, r Resource) Answer {
 func (c Checker) askAs(addr string, r Resource, name string) (string, error) {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.Host, cfg.APIPath = "https://"+addr, ""
-	cfg.TLSClientConfig.ServerName = name
+	cfg.ServerName = name
 	cfg.Timeout = c.Timeout
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
@@ -196,8 +196,8 @@ func (c Checker) askAs(addr string, r Resource, name string) (string, error) {
 // serverName is the TLS name the config checks: its own ServerName, or its
 // host's name.
 func serverName(cfg *rest.Config) string {
-	if cfg.TLSClientConfig.ServerName != "" {
-		return cfg.TLSClientConfig.ServerName
+	if cfg.ServerName != "" {
+		return cfg.ServerName
 	}
 	host := cfg.Host
 	if !strings.Contains(host, "://") {

@@ -65,7 +65,7 @@ type APIServerOptions struct {
 // dies with the test process (a parent-death signal), killed or not.
 func StartAPIServer(env *envtest.Environment, opts APIServerOptions) (*APIServer, error) {
 	first := env.ControlPlane.APIServer
-	if first == nil || first.SecureServing.ListenAddr.Port == "" {
+	if first == nil || first.Port == "" {
 		return nil, errors.New("the envtest control plane is not started")
 	}
 	binary := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-apiserver")
@@ -73,7 +73,7 @@ func StartAPIServer(env *envtest.Environment, opts APIServerOptions) (*APIServer
 	if err != nil {
 		return nil, err
 	}
-	port := first.SecureServing.ListenAddr.Port
+	port := first.Port
 	certs := first.CertDir
 	args := map[string]string{
 		// The flags envtest gives its own server, with this one's address.
@@ -115,7 +115,7 @@ func StartAPIServer(env *envtest.Environment, opts APIServerOptions) (*APIServer
 		s.done <- cmd.Wait()
 		_ = os.RemoveAll(dir)
 	}()
-	if err := s.waitReady(first.SecureServing.CA, time.Minute); err != nil {
+	if err := s.waitReady(first.CA, time.Minute); err != nil {
 		s.Stop()
 		return nil, err
 	}

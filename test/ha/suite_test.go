@@ -80,7 +80,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	lag, err = envtestutil.StartLagProxy(env.Environment.ControlPlane.Etcd.URL.Host)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(lag.Close)
-	first := env.Environment.ControlPlane.APIServer.SecureServing.ListenAddr
+	first := env.Environment.ControlPlane.APIServer.ListenAddr
 	servers = []string{net.JoinHostPort(first.Address, first.Port)}
 	// B, then C, which reaches etcd through the LagProxy.
 	for _, s := range []envtestutil.APIServerOptions{
