@@ -18,24 +18,31 @@ package apiservers
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	apidiscovery "k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 )
 
 // The Service every API server of a cluster is an endpoint of.
@@ -44,8 +51,22 @@ const (
 	serviceName      = "kubernetes"
 )
 
-// DefaultTimeout bounds one server's answer.
-const DefaultTimeout = 5 * time.Second
+// DefaultTimeout bounds one server's answer, and dialTimeout its
+// connection: a private address dialled from outside its network drops the
+// packets, and a healthy server answers discovery in milliseconds.
+const (
+	DefaultTimeout = 3 * time.Second
+	dialTimeout    = time.Second
+)
+
+// unreachableFor is how long a server that could not be reached is not
+// dialled again: the checks of one run (before the pass, before the prune,
+// every poll while a server is behind) then cost nothing for it, and a
+// server back from a restart is dialled again soon enough.
+const unreachableFor = 5 * time.Minute
+
+// frontDoorInFlight bounds the answers asked through the front door at once.
+const frontDoorInFlight = 8
 
 // Resource is what the servers are asked about: a CRD's resource and the
 // storage version it should be written in.
@@ -53,34 +74,129 @@ type Resource struct {
 	Group, Version, Kind, Plural string
 }
 
-// Checker asks every API server of the cluster its Config reaches.
+// Checker asks every API server of the cluster its Config reaches: each one
+// at its own address where it can be dialled, and through the Config's own
+// address (the front door, a balancer) where it cannot. Use one Checker for
+// the checks of a run: it remembers the servers it could not reach.
 type Checker struct {
 	// Config is the caller's: its credentials and CA reach each server.
 	Config *rest.Config
 	// Timeout bounds each server's answer; DefaultTimeout when 0.
 	Timeout time.Duration
+	// Clock tells when an unreachable server may be dialled again; a real
+	// clock when nil.
+	Clock clock.PassiveClock
+
+	mu          sync.Mutex
+	unreachable map[string]unreachable
 }
 
-// Check lists the API servers and asks each one which storage version hash
-// it serves for r. It never fails: what it could not do is an Unchecked
-// verdict that says why.
-func (c Checker) Check(ctx context.Context, r Resource) Verdict {
+// unreachable is a server that could not be dialled, and since when.
+type unreachable struct {
+	err   error
+	since time.Time
+}
+
+// Check asks every API server which storage version hash it serves for r.
+// It never fails: what it could not do is an Unchecked verdict that says
+// why.
+func (c *Checker) Check(ctx context.Context, r Resource) Verdict {
 	want := apidiscovery.StorageVersionHash(r.Group, r.Version, r.Kind)
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		return Judge(want, nil, err, nil)
 	}
-	servers, err := Addresses(ctx, cs)
-	if err != nil {
-		return Judge(want, nil, err, nil)
+	servers, listErr := Addresses(ctx, cs)
+	count := Count{Listed: len(servers), ListErr: listErr}
+	count.Leases, count.LeasesErr = identityLeases(ctx, cs, c.clock().Now())
+	direct := Verdict{State: Unchecked}
+	if !count.one() {
+		direct = Judge(want, servers, listErr, c.askEach(ctx, servers, r))
+		if direct.State != Unchecked {
+			return direct
+		}
 	}
+	n, _ := count.Servers()
+	return JudgeFrontDoor(want, direct, count, c.askFrontDoor(ctx, r, AnswersFor(n, MissedAtMost)))
+}
+
+// askEach asks each server at its own address, in parallel, but for those
+// found unreachable lately.
+func (c *Checker) askEach(ctx context.Context, servers []string, r Resource) []Answer {
 	answers := make([]Answer, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
-		wg.Go(func() { answers[i] = c.ask(s, r) })
+		if err := c.knownUnreachable(s); err != nil {
+			answers[i] = Answer{Server: s, Err: err}
+			continue
+		}
+		wg.Go(func() {
+			answers[i] = c.ask(ctx, s, r)
+			if unreachableErr(answers[i].Err) {
+				c.remember(s, answers[i].Err)
+			}
+		})
 	}
 	wg.Wait()
-	return Judge(want, servers, nil, answers)
+	return answers
+}
+
+// askFrontDoor asks the Config's own address k times, each on a fresh
+// connection: an L4 balancer in front of the servers spreads connections,
+// not requests, so only fresh ones reach every server.
+func (c *Checker) askFrontDoor(ctx context.Context, r Resource, k int) []Answer {
+	answers := make([]Answer, k)
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(frontDoorInFlight)
+	for i := range answers {
+		g.Go(func() error {
+			cfg := rest.CopyConfig(c.Config)
+			answers[i].Server = cfg.Host
+			answers[i].Hash, answers[i].Peer, answers[i].Err = c.askAt(ctx, cfg, r)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return answers
+}
+
+func (c *Checker) knownUnreachable(addr string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, ok := c.unreachable[addr]
+	if !ok || c.clock().Since(u.since) > unreachableFor {
+		return nil
+	}
+	return fmt.Errorf("%w (found %s ago; not dialled again for %s)", u.err,
+		c.clock().Since(u.since).Round(time.Second), unreachableFor)
+}
+
+func (c *Checker) remember(addr string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unreachable == nil {
+		c.unreachable = map[string]unreachable{}
+	}
+	c.unreachable[addr] = unreachable{err: err, since: c.clock().Now()}
+}
+
+func (c *Checker) clock() clock.PassiveClock {
+	if c.Clock == nil {
+		return clock.RealClock{}
+	}
+	return c.Clock
+}
+
+// unreachableErr tells a server that could not be reached (refused, timed
+// out, reset) from one that answered with an error of its own.
+func unreachableErr(err error) bool {
+	if err == nil {
+		return false
+	}
+	var status apierrors.APIStatus
+	var wrongName x509.HostnameError
+	var unknownCA x509.UnknownAuthorityError
+	return !errors.As(err, &status) && !errors.As(err, &wrongName) && !errors.As(err, &unknownCA)
 }
 
 // Addresses lists the API servers (host:port) from the kubernetes
@@ -100,6 +216,36 @@ func Addresses(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 	}
 	return endpointsAddresses(endpoints), nil
 }
+
+// identityLeases counts the live kube-apiserver identity Leases in
+// kube-system: each API server renews its own (every 10 s, for an hour), so
+// they count the servers behind a balancer whose addresses cannot be
+// dialled. A Lease whose holder stopped renewing it is not counted once it
+// expires.
+func identityLeases(ctx context.Context, cs kubernetes.Interface, now time.Time) (int, error) {
+	leases, err := cs.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{
+		LabelSelector: identityLabel + "=kube-apiserver"})
+	if apierrors.IsForbidden(err) {
+		return 0, errLeasesForbidden
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list the identity Leases in kube-system: %w", err)
+	}
+	n := 0
+	for _, l := range leases.Items {
+		if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil ||
+			l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second).After(now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+var errLeasesForbidden = errors.New("forbidden (counting them takes list on leases in kube-system)")
+
+// identityLabel marks the Leases by which each API server tells it is alive
+// (the APIServerIdentity feature, on by default since Kubernetes 1.26).
+const identityLabel = "apiserver.kubernetes.io/identity"
 
 // reason shortens an API error to what a person acts on.
 func reason(err error) error {
@@ -157,40 +303,76 @@ func appendNew(list []string, s string) []string {
 // config reaches the cluster by (what an API server's certificate names: the
 // balancer's name, kubernetes.default), and, when it does not name that, for
 // the address itself (kubeadm's names the advertise address too).
-func (c Checker) ask(addr string, r Resource) Answer {
-	hash, err := c.askAs(addr, r, serverName(c.Config))
+func (c *Checker) ask(ctx context.Context, addr string, r Resource) Answer {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Host, cfg.APIPath, cfg.ServerName = "https://"+addr, "", serverName(c.Config)
+	hash, _, err := c.askAt(ctx, cfg, r)
 	var wrongName x509.HostnameError
 	if errors.As(err, &wrongName) {
-		hash, err = c.askAs(addr, r, "")
+		cfg.ServerName = ""
+		hash, _, err = c.askAt(ctx, cfg, r)
 	}
 	return Answer{Server: addr, Hash: hash, Err: err}
 }
 
-func (c Checker) askAs(addr string, r Resource, name string) (string, error) {
-	cfg := rest.CopyConfig(c.Config)
-	cfg.Host, cfg.APIPath = "https://"+addr, ""
-	cfg.ServerName = name
+// askAt asks cfg's host for r's discovery on a connection of its own, and
+// returns the hash it serves and the fingerprint of its certificate.
+func (c *Checker) askAt(ctx context.Context, cfg *rest.Config, r Resource) (hash, peer string, err error) {
 	cfg.Timeout = c.Timeout
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return "", err
+	// A Proxy of its own keeps the transport out of client-go's cache (a
+	// fresh connection each time), and the dialer bounds the connection.
+	if cfg.Proxy == nil {
+		cfg.Proxy = utilnet.NewProxierWithNoProxyCIDR(http.ProxyFromEnvironment)
 	}
-	resources, err := disco.ServerResourcesForGroupVersion(r.Group + "/" + r.Version)
-	if apierrors.IsNotFound(err) {
-		return "", nil
+	cfg.Dial = (&net.Dialer{Timeout: dialTimeout}).DialContext
+	var mu sync.Mutex
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return peerRecorder{next: rt, seen: func(p string) { mu.Lock(); peer = p; mu.Unlock() }}
 	}
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return "", err
+		return "", "", err
+	}
+	defer httpClient.CloseIdleConnections()
+	disco, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return "", "", err
+	}
+	resources, err := disco.ServerResourcesForGroupVersionWithContext(ctx, r.Group + "/" + r.Version)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", peer, nil
+	case err != nil:
+		return "", peer, err
 	}
 	for _, res := range resources.APIResources {
 		if res.Name == r.Plural {
-			return res.StorageVersionHash, nil
+			return res.StorageVersionHash, peer, nil
 		}
 	}
-	return "", nil
+	return "", peer, nil
+}
+
+// peerRecorder tells the fingerprint of the certificate each answer came
+// with: servers behind one balancer with certificates of their own are told
+// apart by it.
+type peerRecorder struct {
+	next http.RoundTripper
+	seen func(string)
+}
+
+func (p peerRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := p.next.RoundTrip(req)
+	if err == nil && resp.TLS != nil && len(resp.TLS.PeerCertificates) > 0 {
+		sum := sha256.Sum256(resp.TLS.PeerCertificates[0].Raw)
+		p.seen(hex.EncodeToString(sum[:8]))
+	}
+	return resp, err
 }
 
 // serverName is the TLS name the config checks: its own ServerName, or its

@@ -14,16 +14,23 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package apiservers asks every API server of a control plane, one by one,
-// which storage version it writes a resource in. Each API server learns a
-// CRD's storage switch from its own watch of the CRD; one that learns it
-// late writes the old version, and a balancer in front of them sends some of
-// a migration's writes to it. The servers are the addresses of the
-// `kubernetes` EndpointSlice in namespace default (self-managed control
-// planes: kubeadm, Cluster API, k3s); each serves its own discovery, with the
-// resource's storageVersionHash.
+// Package apiservers asks every API server of a control plane which storage
+// version it writes a resource in. Each API server learns a CRD's storage
+// switch from its own watch of the CRD; one that learns it late writes the
+// old version, and a balancer in front of them sends some of a migration's
+// writes to it.
 //
-// Judge decides from plain values; Checker does the reads.
+// Where the servers can be dialled (self-managed control planes: kubeadm,
+// Cluster API, k3s), each is asked at its address in the `kubernetes`
+// EndpointSlice for its discovery, with the resource's storageVersionHash.
+// Where they cannot (a managed control plane reached from a laptop or a CI
+// runner through one public endpoint), their number is still known (the
+// EndpointSlice's addresses, the kube-apiserver identity Leases), and the
+// front door is asked on fresh connections until a server that had not
+// learned the switch would have answered at least once, but with a stated
+// probability. One server needs no dial: the front door is the server.
+//
+// Judge and JudgeFrontDoor decide from plain values; Checker does the reads.
 package apiservers
 
 import (
@@ -56,6 +63,10 @@ type Verdict struct {
 	// Reason says what was found: which server is behind and what it
 	// serves, or why the servers could not be asked one by one.
 	Reason string
+	// Remedy, when Unchecked, names the right that would let the check
+	// count the servers, when the lack of it is why they could not be
+	// checked.
+	Remedy string
 }
 
 // Answer is what one API server said of the resource.
@@ -67,6 +78,9 @@ type Answer struct {
 	Hash string
 	// Err is set when it could not be asked.
 	Err error
+	// Peer is the fingerprint of the certificate the answer came with,
+	// when asked through the front door.
+	Peer string
 }
 
 // Judge decides from the answers of every listed server. listed are the
@@ -93,7 +107,7 @@ func Judge(want string, listed []string, listErr error, answers []Answer) Verdic
 		case !ok:
 			unreachable = append(unreachable, fmt.Sprintf("%s was not asked", s))
 		case a.Err != nil:
-			unreachable = append(unreachable, fmt.Sprintf("%s: %v", s, a.Err))
+			unreachable = append(unreachable, fmt.Sprintf("%s: %s", s, short(a.Err)))
 		case a.Hash == "":
 			return Verdict{State: Behind, Servers: servers,
 				Reason: fmt.Sprintf("API server %s does not serve the storage version yet", s)}
@@ -103,11 +117,46 @@ func Judge(want string, listed []string, listErr error, answers []Answer) Verdic
 		}
 	}
 	if len(unreachable) > 0 {
-		return Verdict{State: Unchecked, Servers: servers, Reason: fmt.Sprintf("%d of %d API servers cannot be asked one by one (%s)",
+		return Verdict{State: Unchecked, Servers: servers, Reason: fmt.Sprintf("%d of %d API servers cannot be asked one by one from here (%s)",
 			len(unreachable), len(servers), strings.Join(unreachable, "; "))}
 	}
 	return Verdict{State: Agree, Servers: servers, Reason: fmt.Sprintf("every one of %d API servers (%s) serves storage version hash %s",
 		len(servers), strings.Join(servers, ", "), want)}
+}
+
+// JudgeFrontDoor decides where the servers could not all be asked one by
+// one (direct is Unchecked, or was not tried: one server) from the answers
+// taken through the front door and the count of servers behind it. A count
+// unknown leaves the verdict Unchecked: no number of answers can be derived.
+func JudgeFrontDoor(want string, direct Verdict, count Count, answers []Answer) Verdict {
+	if direct.State == Agree || direct.State == Behind {
+		return direct
+	}
+	n, howCounted := count.Servers()
+	if n == 0 {
+		why := fmt.Sprintf("the number of API servers is unknown (the EndpointSlice: %s; the identity Leases: %s)",
+			orNone(count.ListErr, count.Listed), orNone(count.LeasesErr, count.Leases))
+		return Verdict{State: Unchecked, Servers: direct.Servers, Reason: joinReasons(why, direct.Reason), Remedy: count.remedy()}
+	}
+	state, why := frontDoor(want, n, howCounted, answers)
+	return Verdict{State: state, Servers: direct.Servers, Reason: joinReasons(why, direct.Reason)}
+}
+
+// orNone says what one source of the count found: its error, or how many.
+func orNone(err error, n int) string {
+	if err != nil {
+		return short(err)
+	}
+	return fmt.Sprintf("%d listed", n)
+}
+
+// joinReasons puts the verdict first and what led to it after, so that a
+// reason cut to a status field's length loses the details, not the verdict.
+func joinReasons(verdict, details string) string {
+	if details == "" {
+		return verdict
+	}
+	return verdict + "; " + details
 }
 
 // Joined returns the servers of now that were not among before: a server

@@ -28,8 +28,6 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -42,7 +40,6 @@ import (
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
-	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/snapshot"
 )
@@ -83,8 +80,8 @@ type migrateSummary struct {
 type MigrateOptions struct {
 	flags *genericclioptions.ConfigFlags
 	genericiooptions.IOStreams
+	engineFlags
 
-	engine migration.Options
 	prune  bool
 	force  bool
 	output string
@@ -94,10 +91,6 @@ type MigrateOptions struct {
 	writeTo string
 	// priority is --priority: background or full.
 	priority string
-	// etcdQuota is --etcd-quota, etcd's space quota ("8Gi"); acceptLoss
-	// --accept-loss, the field paths the conversion may lose.
-	etcdQuota  string
-	acceptLoss []string
 
 	crdName string
 	client  client.Client
@@ -108,8 +101,7 @@ type MigrateOptions struct {
 // NewMigrateOptions returns the options of `graduator migrate` with their
 // defaults, reading the kubeconfig through flags.
 func NewMigrateOptions(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *MigrateOptions {
-	return &MigrateOptions{flags: flags, IOStreams: streams,
-		engine:  migration.Options{Concurrency: migration.DefaultConcurrency, PageSize: migration.DefaultPageSize},
+	return &MigrateOptions{flags: flags, IOStreams: streams, engineFlags: newEngineFlags(),
 		writeTo: string(migration.WriteToObject), priority: "background"}
 }
 
@@ -161,10 +153,7 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 			return o.Run(cmd.Context())
 		},
 	}
-	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", o.engine.Concurrency,
-		"Upper bound on writes in flight; the number adapts below it to what the API server takes.")
-	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
-	cmd.Flags().Float32Var(&o.engine.QPS, "qps", 0, "Optional ceiling on writes per second; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
+	o.addFlags(cmd.Flags(), "")
 	cmd.Flags().BoolVar(&o.force, "force", false,
 		"Rewrite every object even when status.storedVersions lists only the storage version (re-encryption at rest after a key rotation).")
 	cmd.Flags().BoolVar(&o.prune, "prune", false, "Prune status.storedVersions to the storage version after a complete run without failures.")
@@ -176,10 +165,6 @@ Exits 0 when every object was rewritten, 2 when some could not be (they are list
 		"background keeps other clients' write rate at 55% or more of their rate without the migration (measured by "+
 			"pausing it briefly now and then) and its own write latency within 1.7x of one write alone, and takes the server's full speed when they barely write; full takes the "+
 			"server's full speed up to --concurrency, for maintenance windows, at other clients' expense.")
-	cmd.Flags().StringVar(&o.etcdQuota, "etcd-quota", "",
-		"etcd's space quota (its --quota-backend-bytes, such as 8Gi): the migration then lets the database grow to 3/4 of it between compactions. Not told, etcd's default 2Gi is assumed: tell it if your cluster lowered it.")
-	cmd.Flags().StringArrayVar(&o.acceptLoss, "accept-loss", nil,
-		"A field path (such as /status/conditions, /spec/items/*/name) the conversion may lose; the round-trip proof refuses any other loss. Repeatable.")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "Snapshot every object before the run and compare after it; do not prune when one differs.")
 	return cmd
 }
@@ -189,26 +174,12 @@ func (o *MigrateOptions) Validate() error {
 	switch {
 	case o.output != "" && o.output != "json":
 		return fmt.Errorf("unknown output format %q: use json or leave it out", o.output)
-	case o.engine.Concurrency < 1:
-		return fmt.Errorf("--concurrency must be at least 1, got %d", o.engine.Concurrency)
-	case o.engine.PageSize < 1:
-		return fmt.Errorf("--page-size must be at least 1, got %d", o.engine.PageSize)
-	case o.engine.QPS < 0:
-		return fmt.Errorf("--qps cannot be negative, got %g", o.engine.QPS)
 	case o.writeTo != string(migration.WriteToObject) && o.writeTo != string(migration.WriteToStatus):
 		return fmt.Errorf("--write-to must be %s or %s, got %q", migration.WriteToObject, migration.WriteToStatus, o.writeTo)
 	case !strings.EqualFold(o.priority, string(migration.PriorityBackground)) && !strings.EqualFold(o.priority, string(migration.PriorityFull)):
 		return fmt.Errorf("--priority must be background or full, got %q", o.priority)
 	}
-	if _, err := migration.ParseEtcdQuota(o.etcdQuota); err != nil {
-		return fmt.Errorf("--etcd-quota: %w", err)
-	}
-	for _, path := range o.acceptLoss {
-		if !roundtrip.ValidPath(path) {
-			return fmt.Errorf("--accept-loss %q is not a field path such as /spec/items/*/name", path)
-		}
-	}
-	return nil
+	return o.engineFlags.validate()
 }
 
 // checkWriteTarget refuses writes to /status of a version without a status
@@ -272,80 +243,115 @@ func (o *MigrateOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	progress := newProgressReporter(o.ErrOut, o.crdName, pickProgressMode(o.ErrOut, o.quiet, o.output == "json"))
-	clock := newStepClock(progress.start)
-	policy := o.policy()
-	if policy.Spec.Migration.EtcdQuota == nil {
-		if quota, from := shownEtcdQuota(ctx, o.dyn); quota > 0 {
-			policy.Spec.Migration.EtcdQuota = resource.NewQuantity(quota, resource.BinarySI)
-			if !o.quiet {
-				_, _ = fmt.Fprintln(o.ErrOut, shownQuotaLine(quota, from))
-			}
-		}
-	}
-	store := &driver.MemoryStore{Policy: policy.DeepCopy()}
-	d, err := o.driver(progress, clock, graduation.ActionPreflight, graduation.ActionMigrate)
-	if err != nil {
-		return err
-	}
-	out, err := d.Finish(ctx, store, policy, driverWait)
-	result := driver.RunResult(policy.Status)
-	progress.done(result)
-	if err == nil && (out.Stall != nil || result.Failed == 0) {
-		err = out.Failure() // objects that failed have their own exit, below
-	}
+	g, err := o.migrate(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
-
-	summary := migrateSummary{
-		CRD: o.crdName, StorageVersion: storage, Complete: result.Complete,
-		Listed: result.Listed, Rewritten: result.Rewritten, Skipped: result.Skipped, Failed: result.Failed,
-		CaughtUp: result.CaughtUp, Sweep: result.SweepMode, SweepReason: result.SweepReason,
-		Failures: result.Failures, StoredVersions: o.crd.Status.StoredVersions,
-		SpaceBudget: result.SpaceBudgetReason,
-	}
-	if r := policy.Status.Migration; r != nil {
-		summary.APIServers = r.APIServersCheck
-	}
+	summary := g.summary(o.crdName, storage, o.crd.Status.StoredVersions)
 	if o.verify {
 		if summary.Verified, err = o.verifyAfter(ctx, before); err != nil {
 			return err
 		}
 	}
 	var pruneErr error
-	if o.prune && result.Complete && result.Failed == 0 && !summary.Verified.differ() {
-		if d, pruneErr = o.driver(progress, clock, graduation.ActionPrune); pruneErr == nil {
-			out, pruneErr = d.Finish(ctx, store, policy, driverWait)
+	if o.prune && g.result.Complete && g.result.Failed == 0 && !summary.Verified.differ() {
+		if pruneErr = o.pruneAfter(ctx, g, storage); pruneErr == nil {
+			summary.Pruned, summary.StoredVersions = true, []string{storage}
 		}
-		if pruneErr == nil && out.Failure() != nil {
-			pruneErr = fmt.Errorf("prune %s: %w", o.crdName, out.Failure())
-		}
-		if pruneErr == nil {
-			pruneErr = o.checkPruned(ctx, storage, out)
-		}
-		if pruneErr == nil {
-			summary.Pruned = true
-			summary.StoredVersions = []string{storage}
-		}
+		summary.APIServers = g.serversChecked()
 	}
-
-	summary.Steps = clock.times()
-	if o.output == "json" {
-		if err := printJSON(o.Out, summary, &printers.JSONPrinter{}); err != nil {
-			return err
-		}
-	} else {
-		printSummary(o.Out, summary)
+	summary.Steps = g.clock.times()
+	if err := o.print(summary); err != nil {
+		return err
 	}
 	switch {
-	case result.Failed > 0:
-		return &exitError{code: ExitBadInput, err: fmt.Errorf("%d objects of %s could not be rewritten", result.Failed, o.crdName)}
+	case g.result.Failed > 0:
+		return &exitError{code: ExitBadInput, err: fmt.Errorf("%d objects of %s could not be rewritten", g.result.Failed, o.crdName)}
 	case pruneErr != nil:
 		return pruneErr
 	case summary.Verified.differ():
 		return fmt.Errorf("%d objects of %s differ from their snapshot before the run", summary.Verified.Differences, o.crdName)
 	}
+	return nil
+}
+
+// graduationRun is one `graduator migrate`: its graduation kept in memory,
+// the progress it draws and the times of its steps.
+type graduationRun struct {
+	store    *driver.MemoryStore
+	policy   *graduatorv1alpha1.CRDVersionPolicy
+	progress *progressReporter
+	clock    *stepClock
+	result   migration.Result
+}
+
+// migrate runs the preflight and the migration.
+func (o *MigrateOptions) migrate(ctx context.Context) (*graduationRun, error) {
+	progress := newProgressReporter(o.ErrOut, o.crdName, pickProgressMode(o.ErrOut, o.quiet, o.output == "json"))
+	g := &graduationRun{progress: progress, clock: newStepClock(progress.start)}
+	g.clock.progress = progress
+	var quotaFrom string
+	g.policy, quotaFrom = o.policy(ctx, o.dyn, o.crdName, o.engine.WriteTo)
+	if quotaFrom != "" && !o.quiet {
+		_, _ = fmt.Fprintln(o.ErrOut, quotaFrom)
+	}
+	g.store = &driver.MemoryStore{Policy: g.policy.DeepCopy()}
+	d, err := o.driver(progress, g.clock, graduation.ActionPreflight, graduation.ActionMigrate)
+	if err != nil {
+		return nil, err
+	}
+	out, err := d.Finish(ctx, g.store, g.policy, driverWait)
+	g.result = driver.RunResult(g.policy.Status)
+	progress.done(g.result)
+	if err == nil && (out.Stall != nil || g.result.Failed == 0) {
+		err = out.Failure() // objects that failed have their own exit
+	}
+	return g, err
+}
+
+// pruneAfter prunes storedVersions after a clean run, once the plan finds
+// every API server serving the storage version again.
+func (o *MigrateOptions) pruneAfter(ctx context.Context, g *graduationRun, storage string) error {
+	d, err := o.driver(g.progress, g.clock, graduation.ActionPrune)
+	if err != nil {
+		return err
+	}
+	out, err := d.Finish(ctx, g.store, g.policy, driverWait)
+	if err == nil && out.Failure() != nil {
+		err = fmt.Errorf("prune %s: %w", o.crdName, out.Failure())
+	}
+	if err != nil {
+		return err
+	}
+	return o.checkPruned(ctx, storage, out)
+}
+
+// summary is what the run did, as `graduator migrate` prints it.
+func (g *graduationRun) summary(crd, storage string, stored []string) migrateSummary {
+	r := g.result
+	return migrateSummary{
+		CRD: crd, StorageVersion: storage, Complete: r.Complete,
+		Listed: r.Listed, Rewritten: r.Rewritten, Skipped: r.Skipped, Failed: r.Failed,
+		CaughtUp: r.CaughtUp, Sweep: r.SweepMode, SweepReason: r.SweepReason,
+		Failures: r.Failures, StoredVersions: stored, SpaceBudget: r.SpaceBudgetReason,
+		APIServers: g.serversChecked(),
+	}
+}
+
+// serversChecked is how the API servers were last checked: before the
+// first write, then before the prune.
+func (g *graduationRun) serversChecked() string {
+	if r := g.policy.Status.Migration; r != nil {
+		return r.APIServersCheck
+	}
+	return ""
+}
+
+func (o *MigrateOptions) print(summary migrateSummary) error {
+	if o.output == "json" {
+		return printJSON(o.Out, summary, &printers.JSONPrinter{})
+	}
+	printSummary(o.Out, summary)
 	return nil
 }
 
@@ -358,16 +364,13 @@ func (o *MigrateOptions) nothingToMigrate(ctx context.Context, storage string) e
 	if err != nil {
 		return err
 	}
-	if err := d.CheckAccess(ctx, o.policy(), &o.crd, storage); err != nil {
+	policy, _ := o.policy(ctx, o.dyn, o.crdName, o.engine.WriteTo)
+	if err := d.CheckAccess(ctx, policy, &o.crd, storage); err != nil {
 		return fmt.Errorf("migrate %s: %w", o.crdName, err)
 	}
 	summary := migrateSummary{CRD: o.crdName, StorageVersion: storage, Complete: true, NothingToMigrate: true,
 		StoredVersions: o.crd.Status.StoredVersions}
-	if o.output == "json" {
-		return printJSON(o.Out, summary, &printers.JSONPrinter{})
-	}
-	printSummary(o.Out, summary)
-	return nil
+	return o.print(summary)
 }
 
 // checkPruned makes sure the prune happened: the plan holds it while an
@@ -388,23 +391,6 @@ func (o *MigrateOptions) checkPruned(ctx context.Context, storage string, out dr
 // driverWait bounds how long `graduator migrate` waits for the storage
 // switch to show in discovery.
 const driverWait = 2 * time.Minute
-
-// policy is the graduation `graduator migrate` runs: GitOps mode writing
-// where --write-to says. Where every API server can be asked, the run waits
-// until each one serves the storage version; where they cannot, no settle
-// delay (the storage version was switched by whoever runs the command,
-// before it), and the summary says the servers were not checked.
-func (o *MigrateOptions) policy() *graduatorv1alpha1.CRDVersionPolicy {
-	policy := &graduatorv1alpha1.CRDVersionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: o.crdName, Generation: 1},
-		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(o.engine.WriteTo, 0, o.acceptLoss)},
-	}
-	if o.etcdQuota != "" {
-		quota := resource.MustParse(o.etcdQuota) // checked by Validate
-		policy.Spec.Migration.EtcdQuota = &quota
-	}
-	return policy
-}
 
 // driver is the graduation's driver for the actions given, drawing the
 // progress bar.
@@ -464,11 +450,23 @@ func printSummary(w io.Writer, s migrateSummary) {
 		lines = append(lines, v.String())
 	}
 	if s.Pruned {
-		lines = append(lines, fmt.Sprintf("status.storedVersions pruned to [%s]", s.StorageVersion))
+		lines = append(lines, fmt.Sprintf("status.storedVersions pruned to [%s]%s", s.StorageVersion, restsOnClock(s.APIServers)))
 	} else {
 		lines = append(lines, fmt.Sprintf("status.storedVersions: [%s]", strings.Join(s.StoredVersions, ", ")))
 	}
 	_, _ = fmt.Fprintln(w, strings.Join(lines, "\n"))
+}
+
+// restsOnClock is what the prune's line adds when the API servers were not
+// checked before it: the prune's safety rests on the settle delay, and the
+// check's verdict (which says the right that would let it check) is that
+// sentence's first clause.
+func restsOnClock(check string) string {
+	if !strings.HasPrefix(check, "not checked") {
+		return ""
+	}
+	verdict, _, _ := strings.Cut(check, ": ")
+	return "; its safety rests on the clock: the API servers were " + verdict
 }
 
 // snapshotBefore snapshots every object at each served version, into

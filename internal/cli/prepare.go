@@ -27,8 +27,6 @@ import (
 	"github.com/spf13/cobra"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -44,7 +42,6 @@ import (
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/internal/prepare"
-	"github.com/graduator/graduator/internal/roundtrip"
 	"github.com/graduator/graduator/internal/scan"
 	"github.com/graduator/graduator/migration"
 )
@@ -67,17 +64,12 @@ type PrepareOptions struct {
 	// exitCode is --exit-code: with --dry-run, ExitPlanned when some
 	// cluster has work planned.
 	exitCode bool
-	// acceptLoss is --accept-loss, the field paths the conversion may lose;
-	// etcdQuota is --etcd-quota, etcd's space quota in every cluster.
-	acceptLoss []string
-	etcdQuota  string
-	engine     migration.Options
+	engineFlags
 }
 
 // NewCmdPrepare is `graduator prepare`.
 func NewCmdPrepare(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &PrepareOptions{IOStreams: streams, scan: NewScanOptions(flags, streams),
-		engine: migration.Options{Concurrency: migration.DefaultConcurrency, PageSize: migration.DefaultPageSize}}
+	o := &PrepareOptions{IOStreams: streams, scan: NewScanOptions(flags, streams), engineFlags: newEngineFlags()}
 	o.scan.output = ""
 	cmd := &cobra.Command{
 		Use:   "prepare --against RELEASE",
@@ -137,14 +129,7 @@ then means nothing to do anywhere.`,
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "Print the plan of each cluster and write nothing.")
 	cmd.Flags().BoolVar(&o.exitCode, "exit-code", false,
 		fmt.Sprintf("With --dry-run, exit %d when some cluster has work planned (as git diff --exit-code), 0 only when there is nothing to do.", ExitPlanned))
-	cmd.Flags().IntVar(&o.engine.Concurrency, "concurrency", o.engine.Concurrency,
-		"Upper bound on writes in flight per cluster; the number adapts below it to what the API server takes.")
-	cmd.Flags().Int64Var(&o.engine.PageSize, "page-size", o.engine.PageSize, "Objects per LIST page.")
-	cmd.Flags().StringVar(&o.etcdQuota, "etcd-quota", "",
-		"etcd's space quota (its --quota-backend-bytes, such as 8Gi) in every cluster. Not told, each cluster's is read where its etcd pods show it, else etcd's default 2Gi is assumed.")
-	cmd.Flags().StringArrayVar(&o.acceptLoss, "accept-loss", nil,
-		"A field path (such as /status/conditions) the conversion may lose, in every cluster; the round-trip proof refuses any other loss. Repeatable.")
-	cmd.Flags().Float32Var(&o.engine.QPS, "qps", 0, "Optional ceiling on writes per second in each cluster; 0: none (API Priority and Fairness and the adaptive limit protect the API server).")
+	o.addFlags(cmd.Flags(), " in each cluster")
 	return cmd
 }
 
@@ -157,20 +142,9 @@ func (o *PrepareOptions) Complete(ctx context.Context) error {
 		return errors.New("--against is required: the manifests of the release to prepare for")
 	case o.exitCode && !o.dryRun:
 		return errors.New("--exit-code needs --dry-run: it tells whether work is planned, without doing it")
-	case o.engine.Concurrency < 1:
-		return fmt.Errorf("--concurrency must be at least 1, got %d", o.engine.Concurrency)
-	case o.engine.PageSize < 1:
-		return fmt.Errorf("--page-size must be at least 1, got %d", o.engine.PageSize)
-	case o.engine.QPS < 0:
-		return fmt.Errorf("--qps cannot be negative, got %g", o.engine.QPS)
 	}
-	if _, err := migration.ParseEtcdQuota(o.etcdQuota); err != nil {
-		return fmt.Errorf("--etcd-quota: %w", err)
-	}
-	for _, path := range o.acceptLoss {
-		if !roundtrip.ValidPath(path) {
-			return fmt.Errorf("--accept-loss %q is not a field path such as /spec/items/*/name", path)
-		}
+	if err := o.engineFlags.validate(); err != nil {
+		return err
 	}
 	if err := o.scan.clusters.validate(); err != nil {
 		return err
@@ -410,7 +384,8 @@ func (o *PrepareOptions) mayPrepare(ctx context.Context, d *driver.Driver, c *sc
 			continue
 		}
 		i := slices.IndexFunc(c.CRDs, func(crd apiextensionsv1.CustomResourceDefinition) bool { return crd.Name == p.CRD })
-		err := d.CheckAccess(ctx, o.policy(ctx, d, p.CRD), &c.CRDs[i], p.StorageVersion)
+		policy, _ := o.policy(ctx, d.Dynamic, p.CRD, migration.WriteToObject)
+		err := d.CheckAccess(ctx, policy, &c.CRDs[i], p.StorageVersion)
 		var deny *access.Denied
 		switch {
 		case errors.As(err, &deny):
@@ -445,7 +420,8 @@ func (o *PrepareOptions) prepareCRD(ctx context.Context, d *driver.Driver, crd *
 	started := time.Now()
 	crd.StartedAt = &started
 	defer func() { now := time.Now(); crd.FinishedAt = &now }()
-	store := &prepareStore{durable: &driver.CRDStore{Client: d.Client, Reader: d.Reader, Spec: o.policy(ctx, d, crd.CRD).Spec, Name: crd.CRD}}
+	planned, _ := o.policy(ctx, d.Dynamic, crd.CRD, migration.WriteToObject)
+	store := &prepareStore{durable: &driver.CRDStore{Client: d.Client, Reader: d.Reader, Spec: planned.Spec, Name: crd.CRD}}
 	policy, err := store.Load(ctx)
 	if err != nil || policy == nil {
 		crd.Outcome, crd.Refused = OutcomeUnfinished, fmt.Sprintf("read the CRD: %v (deleted meanwhile?)", err)
@@ -485,24 +461,6 @@ func firstFailure(fs []migration.Failure) string {
 		return "none listed"
 	}
 	return "first: " + fs[0].String()
-}
-
-// policy is the graduation prepare runs on a CRD: GitOps mode (the CRD's
-// own storage version is the target), the flags' tuning, no settle delay
-// (the storage version was set by the release before), and etcd's quota
-// from --etcd-quota or, unset, from where the cluster's etcd pods show it.
-func (o *PrepareOptions) policy(ctx context.Context, d *driver.Driver, crd string) *graduatorv1alpha1.CRDVersionPolicy {
-	policy := &graduatorv1alpha1.CRDVersionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: crd, Generation: 1},
-		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Migration: driver.Settings(migration.WriteToObject, 0, o.acceptLoss)},
-	}
-	if o.etcdQuota != "" {
-		quota := resource.MustParse(o.etcdQuota) // checked by Validate
-		policy.Spec.Migration.EtcdQuota = &quota
-	} else if quota, _ := shownEtcdQuota(ctx, d.Dynamic); quota > 0 {
-		policy.Spec.Migration.EtcdQuota = resource.NewQuantity(quota, resource.BinarySI)
-	}
-	return policy
 }
 
 // prepareNeeds are the rights prepare needs on a CRD beyond migrating its

@@ -28,7 +28,10 @@ import (
 	"time"
 
 	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/api/meta"
 
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 )
 
@@ -119,7 +122,8 @@ func figuresOf(p migration.Progress, done int64, rate float64) figures {
 const rateWindow = 10 * time.Second
 
 // rateMeter is the rate of objects done over the last rateWindow, from
-// samples taken at each redraw; over the whole run while it is shorter.
+// samples taken at each redraw; over the whole run while it is shorter,
+// counted from its first sample (the first write, or the start).
 type rateMeter struct {
 	samples []sample
 }
@@ -282,7 +286,11 @@ type progressReporter struct {
 	// waiting while the run waits for etcd's compaction.
 	sweeping bool
 	waiting  bool
-	stop     chan struct{}
+	// waitWhy is what the run waits for before its first write (a late API
+	// server, the settle delay), since waitSince; empty once it writes.
+	waitWhy   string
+	waitSince time.Time
+	stop      chan struct{}
 	wg       sync.WaitGroup
 }
 
@@ -305,7 +313,10 @@ func newProgressReporter(w io.Writer, crdName string, mode progressMode) *progre
 				case <-tick.C:
 					r.mu.Lock()
 					r.sample()
-					if r.seen || r.live.Load() > 0 {
+					switch {
+					case r.waitWhy != "":
+						r.drawWait()
+					case r.seen || r.live.Load() > 0:
 						r.draw(false)
 					}
 					r.mu.Unlock()
@@ -314,6 +325,43 @@ func newProgressReporter(w io.Writer, crdName string, mode progressMode) *progre
 		}()
 	}
 	return r
+}
+
+// planned follows the graduation's plans: while the run waits before its
+// first write it says what for and since when; once it writes, the rate
+// and the ETA count from then, not from the command's start.
+func (r *progressReporter) planned(step graduation.Step) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	migrated := meta.FindStatusCondition(step.Conditions, graduatorv1alpha1.ConditionMigrated)
+	switch {
+	case step.Action == graduation.ActionMigrate:
+		if r.waitWhy != "" && r.mode == progressBar {
+			_, _ = fmt.Fprintf(r.w, "\r%s\x1b[K\n", r.waitLine()) // the wait's last line stays above the bar
+		}
+		r.waitWhy = ""
+		r.rate = rateMeter{samples: []sample{{at: r.now().Sub(r.start), done: max(r.live.Load(), r.last.Done())}}}
+	case migrated != nil && migrated.Reason == graduation.ReasonSettling:
+		if r.waitWhy == "" {
+			r.waitSince = r.now()
+		}
+		changed := r.waitWhy != migrated.Message
+		r.waitWhy = migrated.Message
+		if changed && r.mode == progressLines {
+			_, _ = fmt.Fprintln(r.w, r.waitLine())
+		}
+	}
+}
+
+// waitLine says what the run waits for and for how long so far; r.mu is
+// held.
+func (r *progressReporter) waitLine() string {
+	return fmt.Sprintf("%s: %s: %s so far", r.name, r.waitWhy, r.now().Sub(r.waitSince).Round(time.Second))
+}
+
+// drawWait draws the wait on the bar's line; r.mu is held.
+func (r *progressReporter) drawWait() {
+	_, _ = fmt.Fprintf(r.w, "\r%s\x1b[K", truncate(r.waitLine(), terminalWidth(r.w)-1))
 }
 
 // object is the engine's OnObject: one more object of the main pass done.

@@ -23,6 +23,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
+	"github.com/graduator/graduator/internal/graduation"
 	"github.com/graduator/graduator/migration"
 	"github.com/graduator/graduator/snapshot"
 )
@@ -236,5 +240,40 @@ func TestTheBarPrintsWhyTheRunWaitsOnceAboveIt(t *testing.T) {
 	r.done(migration.Result{Progress: migration.Progress{Listed: 500, Rewritten: 500, Remaining: 500, Continue: "a"}})
 	if n := strings.Count(out.String(), "w: "+wait); n != 1 {
 		t.Errorf("the wait is printed %d times, want once:\n%q", n, out.String())
+	}
+}
+
+func TestAWaitBeforeTheFirstWriteIsNamedAndNotCountedInTheRate(t *testing.T) {
+	clock := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	var out strings.Builder
+	r := newProgressReporter(&out, "w", progressLines)
+	r.start, r.now = clock, func() time.Time { return clock }
+	settling := graduation.Step{Conditions: []metav1.Condition{{Type: graduatorv1alpha1.ConditionMigrated,
+		Reason: graduation.ReasonSettling, Message: "waiting for every API server to store v2 before migrating: " +
+			"API server 10.217.0.3:6443 still serves storage version hash old, not new"}}}
+	r.planned(settling)
+	clock = clock.Add(22 * time.Second)
+	r.planned(settling)
+	r.planned(graduation.Step{Action: graduation.ActionMigrate})
+	const total, perSecond, pageSize = 3000, 200, 500
+	var first, last float64
+	for tick := 1; tick <= total/perSecond*4; tick++ {
+		clock = clock.Add(redrawEvery)
+		for range perSecond / 4 {
+			r.object()
+		}
+		if done := r.live.Load(); done%pageSize == 0 {
+			r.update(migration.Progress{Listed: done, Rewritten: done, Remaining: total - done, Continue: "more"})
+			if first == 0 {
+				first = r.lastRate
+			}
+			last = r.lastRate
+		}
+	}
+	if !strings.Contains(out.String(), "w: waiting for every API server to store v2 before migrating: API server 10.217.0.3:6443 still serves") {
+		t.Errorf("the wait is not named:\n%s", out.String())
+	}
+	if first == 0 || first < last/2 || first > last*2 {
+		t.Errorf("the first rate after a 22 s wait is %.0f/s, the last %.0f/s: not within 2x", first, last)
 	}
 }

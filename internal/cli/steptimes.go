@@ -45,6 +45,9 @@ type stepTime struct {
 type stepClock struct {
 	start time.Time
 	now   func() time.Time
+	// progress, when set, is told every plan: what the run waits for, and
+	// when it starts writing.
+	progress *progressReporter
 
 	mu    sync.Mutex
 	steps []stepTime
@@ -62,6 +65,9 @@ const waitAction = "Wait"
 // Planned starts a step when the plan's action differs from the last one
 // timed.
 func (c *stepClock) Planned(_ *graduatorv1alpha1.CRDVersionPolicy, step graduation.Step, _ graduatorv1alpha1.Phase) {
+	if c.progress != nil {
+		c.progress.planned(step)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	action := string(step.Action)

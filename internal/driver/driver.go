@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -198,6 +199,9 @@ type Driver struct {
 	runs   runningMigrations
 	space  spaceHistory
 	agreed agreements
+
+	checkerOnce   sync.Once
+	serverChecker *apiservers.Checker
 }
 
 func (d *Driver) metrics() Metrics {

@@ -28,9 +28,10 @@ import (
 	"github.com/graduator/graduator/internal/graduation"
 )
 
-// checkServers asks every API server, one by one, whether it serves the
-// hash of crd's storage version (package apiservers), while storedVersions
-// lists another version: the plan starts a run only once every one does,
+// checkServers asks every API server whether it serves the hash of crd's
+// storage version (package apiservers: one by one, or through the front
+// door where they cannot be dialled), while storedVersions lists another
+// version: the plan starts a run only once every one does,
 // and prunes only when they still do. It returns the verdict and since when
 // every server was found agreeing (zero unless they agree now), in the
 // plan's time now.
@@ -39,13 +40,20 @@ func (d *Driver) checkServers(ctx context.Context, crd *apiextensionsv1.CustomRe
 		return apiservers.Verdict{}, time.Time{}
 	}
 	storage := graduation.StorageVersion(crd)
-	v := apiservers.Checker{Config: d.Config}.Check(ctx, apiservers.Resource{
+	v := d.checker().Check(ctx, apiservers.Resource{
 		Group: crd.Spec.Group, Version: storage, Kind: crd.Spec.Names.Kind, Plural: crd.Spec.Names.Plural,
 	})
 	since := d.agreed.observe(string(crd.UID)+"/"+storage, v.State == apiservers.Agree, now)
 	log.FromContext(ctx).V(1).Info("asked every API server", "crd", crd.Name, "storageVersion", storage,
 		"state", v.State, "servers", v.Servers, "reason", v.Reason)
 	return v, since
+}
+
+// checker is the door's Checker: one for every check, so that a server
+// found unreachable is not dialled again at each one.
+func (d *Driver) checker() *apiservers.Checker {
+	d.checkerOnce.Do(func() { d.serverChecker = &apiservers.Checker{Config: d.Config, Clock: d.Clock} })
+	return d.serverChecker
 }
 
 // agreements remembers, per CRD and storage version, since when every API

@@ -57,7 +57,7 @@ func TestARunKeepsTheServersCheckedBeforeIt(t *testing.T) {
 	}
 	r = graduatorv1alpha1.MigrationStatus{}
 	recordServers(&r, &run{policy: policy, servers: apiservers.Verdict{State: apiservers.Unchecked, Reason: "forbidden"}})
-	if len(r.APIServers) != 0 || r.APIServersCheck != "not checked one by one: forbidden; the settle delay of 10s was waited instead" {
+	if len(r.APIServers) != 0 || r.APIServersCheck != "not checked; the settle delay of 10s was waited instead: forbidden" {
 		t.Errorf("servers not asked one by one: %v, %q", r.APIServers, r.APIServersCheck)
 	}
 }

@@ -349,8 +349,14 @@ func (d *Driver) prune(ctx context.Context, g *run, target string) error {
 	if err != nil {
 		return fmt.Errorf("prune storedVersions of %s: %w", crd.Name, err)
 	}
-	d.Reporter.Event(g.policy, crd, corev1.EventTypeNormal, ReasonStoredVersionsPruned, "Prune",
-		fmt.Sprintf("status.storedVersions pruned from [%s] to [%s]", strings.Join(before, ", "), target))
+	// The status tells the check the prune rested on, the latest.
+	settle := graduation.SettleDelay(g.policy.Spec.Migration)
+	r.APIServersCheck = truncate(graduation.ServersChecked(g.servers, settle), maxStatusText)
+	msg := fmt.Sprintf("status.storedVersions pruned from [%s] to [%s]", strings.Join(before, ", "), target)
+	if clock := graduation.PruneRestsOnClock(g.servers, settle); clock != "" {
+		msg += "; " + clock
+	}
+	d.Reporter.Event(g.policy, crd, corev1.EventTypeNormal, ReasonStoredVersionsPruned, "Prune", msg)
 	return nil
 }
 

@@ -170,8 +170,11 @@ func (p *planner) prune(s Step, target string, stored []string, run *graduatorv1
 	}
 	s.Action = ActionPrune
 	s.Phase = graduatorv1alpha1.PhasePruning
-	p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionFalse, ReasonPrunePending,
-		"pruning status.storedVersions [%s] to [%s]", strings.Join(stored, ", "), target)
+	msg := fmt.Sprintf("pruning status.storedVersions [%s] to [%s]", strings.Join(stored, ", "), target)
+	if clock := PruneRestsOnClock(p.in.APIServers, SettleDelay(p.spec.Migration)); clock != "" {
+		msg += "; " + clock
+	}
+	p.set(graduatorv1alpha1.ConditionStoredVersionsPruned, metav1.ConditionFalse, ReasonPrunePending, "%s", msg)
 	return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "pruning status.storedVersions to [%s]", target)
 }
 
@@ -214,17 +217,40 @@ func (p *planner) joinedDuring(run *graduatorv1alpha1.MigrationStatus) []string 
 
 // ServersChecked says how the API servers were checked before a run's
 // first write, for its status: every one asked, or why they could not be
-// and the settle delay waited instead; empty when they were not asked.
+// and the settle delay waited instead; empty when they were not asked. The
+// verdict comes first, so that a status cut to its length keeps it.
 func ServersChecked(v apiservers.Verdict, settle time.Duration) string {
 	switch {
 	case v.State == apiservers.Agree:
 		return v.Reason
-	case v.State == apiservers.Unchecked && settle > 0:
-		return fmt.Sprintf("not checked one by one: %s; the settle delay of %s was waited instead", v.Reason, settle)
 	case v.State == apiservers.Unchecked:
-		return fmt.Sprintf("not checked one by one: %s; no settle delay was waited", v.Reason)
+		return fmt.Sprintf("%s: %s", clockStood(v, settle), v.Reason)
 	}
 	return ""
+}
+
+// clockStood says that the API servers were not checked and what stood
+// for the check: the settle delay, or nothing; and the right that would
+// let them be checked, when its lack is why.
+func clockStood(v apiservers.Verdict, settle time.Duration) string {
+	s := fmt.Sprintf("not checked; the settle delay of %s was waited instead", settle)
+	if settle <= 0 {
+		s = "not checked; no settle delay was waited"
+	}
+	if v.Remedy != "" {
+		s += " (" + v.Remedy + " would let them be checked)"
+	}
+	return s
+}
+
+// PruneRestsOnClock is what the prune's own line says when the API servers
+// could not be checked: its safety rests on the settle delay, not on a
+// check. Empty when they were checked.
+func PruneRestsOnClock(v apiservers.Verdict, settle time.Duration) string {
+	if v.State != apiservers.Unchecked {
+		return ""
+	}
+	return fmt.Sprintf("the API servers were %s, so the prune's safety rests on the clock", clockStood(v, settle))
 }
 
 // SettleDelay is the settle delay of settings: how long after the storage
