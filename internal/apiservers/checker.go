@@ -341,7 +341,7 @@ func (c *Checker) askAt(ctx context.Context, cfg *rest.Config, r Resource) (hash
 	if err != nil {
 		return "", "", err
 	}
-	resources, err := disco.ServerResourcesForGroupVersionWithContext(ctx, r.Group + "/" + r.Version)
+	resources, err := disco.ServerResourcesForGroupVersionWithContext(ctx, r.Group+"/"+r.Version)
 	mu.Lock()
 	defer mu.Unlock()
 	switch {

@@ -291,7 +291,7 @@ type progressReporter struct {
 	waitWhy   string
 	waitSince time.Time
 	stop      chan struct{}
-	wg       sync.WaitGroup
+	wg        sync.WaitGroup
 }
 
 const redrawEvery = 250 * time.Millisecond
