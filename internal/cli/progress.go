@@ -290,8 +290,10 @@ type progressReporter struct {
 	// server, the settle delay), since waitSince; empty once it writes.
 	waitWhy   string
 	waitSince time.Time
-	stop      chan struct{}
-	wg        sync.WaitGroup
+	// writing is set from the first plan to write on.
+	writing bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 const redrawEvery = 250 * time.Millisecond
@@ -335,16 +337,18 @@ func (r *progressReporter) planned(step graduation.Step) {
 	defer r.mu.Unlock()
 	migrated := meta.FindStatusCondition(step.Conditions, graduatorv1alpha1.ConditionMigrated)
 	switch {
-	case step.Action == graduation.ActionMigrate:
+	case step.Action == graduation.ActionMigrate && !r.writing:
+		// The first plan to write (a run going on plans it again).
 		if r.waitWhy != "" && r.mode == progressBar {
 			_, _ = fmt.Fprintf(r.w, "\r%s\x1b[K\n", r.waitLine()) // the wait's last line stays above the bar
 		}
-		r.waitWhy = ""
+		r.waitWhy, r.writing = "", true
 		r.rate = rateMeter{samples: []sample{{at: r.now().Sub(r.start), done: max(r.live.Load(), r.last.Done())}}}
 	case migrated != nil && migrated.Reason == graduation.ReasonSettling:
 		if r.waitWhy == "" {
 			r.waitSince = r.now()
 		}
+		r.writing = false
 		changed := r.waitWhy != migrated.Message
 		r.waitWhy = migrated.Message
 		if changed && r.mode == progressLines {

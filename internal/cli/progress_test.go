@@ -263,6 +263,8 @@ func TestAWaitBeforeTheFirstWriteIsNamedAndNotCountedInTheRate(t *testing.T) {
 			r.object()
 		}
 		if done := r.live.Load(); done%pageSize == 0 {
+			// A run going on is planned again between its pages.
+			r.planned(graduation.Step{Action: graduation.ActionMigrate})
 			r.update(migration.Progress{Listed: done, Rewritten: done, Remaining: total - done, Continue: "more"})
 			if first == 0 {
 				first = r.lastRate

@@ -124,6 +124,12 @@ func listServers(ctx context.Context) {
 		Expect(err).NotTo(HaveOccurred())
 		ips = append(ips, host)
 	}
+	listAddresses(ctx, ips...)
+}
+
+// listAddresses writes the kubernetes EndpointSlice with ips at the
+// servers' port, and waits until it reads so.
+func listAddresses(ctx context.Context, ips ...string) {
 	_, port, err := net.SplitHostPort(servers[0])
 	Expect(err).NotTo(HaveOccurred())
 	p, err := strconv.Atoi(port)
@@ -142,8 +148,12 @@ func listServers(ctx context.Context) {
 	Expect(err).NotTo(HaveOccurred())
 	cs, err := kubernetes.NewForConfig(env.Config)
 	Expect(err).NotTo(HaveOccurred())
+	var want []string
+	for _, ip := range ips {
+		want = append(want, net.JoinHostPort(ip, port))
+	}
 	Eventually(func() ([]string, error) { return apiservers.Addresses(ctx, cs) }).
-		Should(ConsistOf(servers), "the kubernetes EndpointSlice lists the three API servers")
+		Should(ConsistOf(want), "the kubernetes EndpointSlice lists %v", want)
 }
 
 // writeKubeconfig writes an admin's kubeconfig whose server is addr, the
