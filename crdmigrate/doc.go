@@ -82,11 +82,14 @@ limitations under the License.
 //	// +kubebuilder:rbac:groups=YOUR.GROUP,resources=*,verbs=get;list;patch
 //	// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get,resourceNames=kubernetes
 //	// +kubebuilder:rbac:groups="",resources=endpoints,verbs=get,resourceNames=kubernetes
+//	// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list
 //
-// The last two let it ask every API server, one by one, whether it serves
-// the new storage version before a run's first write and before the prune;
-// without them the settle delay stands for that check, and the graduation
-// says so. The first (without patch) and third are what it runs on; the others it
+// The last three let it ask every API server whether it serves the new
+// storage version before a run's first write and before the prune: one by
+// one at the addresses the EndpointSlice lists, or, where those cannot be
+// dialled, through the manager's own address as often as the servers'
+// number (their identity Leases in kube-system) takes; without them the
+// settle delay stands for that check, and the graduation says so. The first (without patch) and third are what it runs on; the others it
 // checks with SelfSubjectAccessReviews before it writes anything (patch on
 // customresourcedefinitions is for its state annotation), and a missing one
 // stalls the graduation of that CRD before anything is written, as any

@@ -33,9 +33,10 @@ import (
 )
 
 // settleDelay is how long Graduate waits after discovery shows the new
-// storage version where the API servers cannot be asked one by one (an
-// envtest API server advertises an address it does not listen on): one
-// API server, so a moment is enough (the operator and crdmigrate wait
+// storage version where the API servers can be neither asked nor counted:
+// an envtest API server is one, checked through the front door (its
+// identity Lease and the EndpointSlice's one address say so), so this is a
+// fallback where a moment is enough (the operator and crdmigrate wait
 // graduation.DefaultSettleDelay there, for HA control planes).
 const settleDelay = time.Second
 
