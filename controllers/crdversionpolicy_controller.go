@@ -29,15 +29,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -56,19 +51,10 @@ import (
 // status as the place the graduation is kept and conditions, Events and
 // metrics as the way it reports.
 type policyReconciler struct {
-	Client client.Client
-	// APIReader reads policies and CRDs uncached, so a step always plans
-	// on the status and the CRD as the previous step left them; the
-	// manager's cache when nil.
-	APIReader client.Reader
-	Dynamic   dynamic.Interface
-	// Config, when set, is what the migration engine builds its own client
-	// from: object metadata only, and throttling seen at once.
-	Config    *rest.Config
-	Discovery discovery.DiscoveryInterface
-	// Reviews asks the API server what the operator may do (access.CheckNeeds)
-	// before a preflight or a migration writes anything.
-	Reviews  authorizationv1client.SelfSubjectAccessReviewInterface
+	// Clients are the driver's (driver.ClientsFor): Reader reads policies
+	// and CRDs uncached, so a step always plans on the status and the CRD
+	// as the previous step left them.
+	driver.Clients
 	Recorder recorder.EventRecorder
 	// Clock is the time source; a real clock when nil.
 	Clock clock.PassiveClock
@@ -122,7 +108,7 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	logger := log.FromContext(ctx).WithValues("crd", klog.KRef("", req.Name))
 	ctx = log.IntoContext(ctx, logger)
 
-	store := &driver.PolicyStore{Client: r.Client, Reader: r.reader(), Name: req.Name, OnSaved: observePolicy}
+	store := &driver.PolicyStore{Client: r.Client, Reader: r.Reader, Name: req.Name, OnSaved: observePolicy}
 	policy, err := store.Load(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -141,13 +127,6 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{Requeue: true}, nil
 	}
 	return ctrl.Result{RequeueAfter: out.RequeueAfter}, err
-}
-
-func (r *policyReconciler) reader() client.Reader {
-	if r.APIReader == nil {
-		return r.Client
-	}
-	return r.APIReader
 }
 
 // reporter is how the operator tells a graduation: Events on the policy and
@@ -185,9 +164,7 @@ func (rep reporter) Planned(policy *graduatorv1alpha1.CRDVersionPolicy, step gra
 // plan decides, on fresh reads, whether it resumes, restarts or stops.
 func (r *policyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.driver = &driver.Driver{
-		Clients: driver.Clients{
-			Client: r.Client, Reader: r.reader(), Dynamic: r.Dynamic, Config: r.Config, Discovery: r.Discovery, Reviews: r.Reviews,
-		},
+		Clients:   r.Clients,
 		Reporter:  reporter{recorder: r.Recorder},
 		Metrics:   metrics.Recorder{},
 		EtcdQuota: r.EtcdQuota,

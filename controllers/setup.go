@@ -19,10 +19,9 @@ package controllers
 import (
 	"fmt"
 
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/graduator/graduator/internal/driver"
 )
 
 // Options configure the operator's controllers.
@@ -43,26 +42,13 @@ type Options struct {
 // test suites all wire the operator through it, from the manager's
 // rest.Config (wrap its transport there to observe the operator's requests).
 func Setup(mgr ctrl.Manager, opts Options) error {
-	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	clients, err := driver.ClientsFor(mgr.GetConfig(), mgr.GetClient(), mgr.GetAPIReader())
 	if err != nil {
-		return fmt.Errorf("create the dynamic client: %w", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("create the discovery client: %w", err)
-	}
-	authz, err := authorizationv1client.NewForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("create the authorization client: %w", err)
+		return err
 	}
 	recorder := mgr.GetEventRecorder("graduator")
 	if err := (&policyReconciler{
-		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
-		Dynamic:                 dyn,
-		Config:                  mgr.GetConfig(),
-		Discovery:               disco,
-		Reviews:                 authz.SelfSubjectAccessReviews(),
+		Clients:                 clients,
 		Recorder:                recorder,
 		MaxConcurrentReconciles: opts.MaxConcurrentGraduations,
 		EtcdQuota:               opts.EtcdQuota,

@@ -23,9 +23,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -160,26 +157,14 @@ func Add(mgr ctrl.Manager, opts Options) error {
 			return fmt.Errorf("crdmigrate: add apiextensions.k8s.io/v1 to the manager's scheme: %w", err)
 		}
 	}
-	cfg := mgr.GetConfig()
-	dyn, err := dynamic.NewForConfig(cfg)
+	clients, err := driver.ClientsFor(mgr.GetConfig(), mgr.GetClient(), mgr.GetAPIReader())
 	if err != nil {
-		return fmt.Errorf("crdmigrate: create the dynamic client: %w", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("crdmigrate: create the discovery client: %w", err)
-	}
-	authz, err := authorizationv1client.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("crdmigrate: create the authorization client: %w", err)
+		return fmt.Errorf("crdmigrate: %w", err)
 	}
 	r := &reconciler{
 		client: mgr.GetClient(), reader: mgr.GetAPIReader(), spec: opts.policySpec(),
 		driver: &driver.Driver{
-			Clients: driver.Clients{
-				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Dynamic: dyn, Config: cfg, Discovery: disco,
-				Reviews: authz.SelfSubjectAccessReviews(),
-			},
+			Clients:          clients,
 			Reporter:         reporter{recorder: mgr.GetEventRecorder(opts.Name)},
 			Metrics:          metrics.Recorder{},
 			Needs:            needs,

@@ -140,9 +140,7 @@ func (r *Rehearsal) etcdQuota(ctx context.Context) (int64, error) {
 func (r *Rehearsal) driver() *driver.Driver {
 	tuning := r.opts.Migration
 	return &driver.Driver{
-		Clients: driver.Clients{
-			Client: r.Client, Reader: r.Client, Dynamic: r.Dynamic, Config: r.Config, Discovery: r.discovery, Reviews: r.reviews,
-		},
+		Clients:          r.clients,
 		Reporter:         reporter{r.t},
 		Engine:           &tuning,
 		EtcdQuotaSetting: "graduationtest.Options.Migration.EtcdQuota",

@@ -23,14 +23,13 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/migration"
 )
 
@@ -81,10 +80,10 @@ type Rehearsal struct {
 	// Etcd reads what the API server stored.
 	Etcd *EtcdStore
 
-	t         TB
-	opts      Options
-	discovery discovery.DiscoveryInterface
-	reviews   authorizationv1client.SelfSubjectAccessReviewInterface
+	t    TB
+	opts Options
+	// clients are the driver's, from Config.
+	clients driver.Clients
 }
 
 // New connects a rehearsal to a started envtest environment: to its API
@@ -127,17 +126,10 @@ func NewE(env *envtest.Environment, opts Options) (*Rehearsal, error) {
 	if r.Client, err = client.New(env.Config, client.Options{Scheme: opts.Scheme}); err != nil {
 		return nil, fmt.Errorf("create the client: %w", err)
 	}
-	if r.Dynamic, err = dynamic.NewForConfig(env.Config); err != nil {
-		return nil, fmt.Errorf("create the dynamic client: %w", err)
+	if r.clients, err = driver.ClientsFor(env.Config, r.Client, r.Client); err != nil {
+		return nil, err
 	}
-	if r.discovery, err = discovery.NewDiscoveryClientForConfig(env.Config); err != nil {
-		return nil, fmt.Errorf("create the discovery client: %w", err)
-	}
-	authz, err := authorizationv1client.NewForConfig(env.Config)
-	if err != nil {
-		return nil, fmt.Errorf("create the authorization client: %w", err)
-	}
-	r.reviews = authz.SelfSubjectAccessReviews()
+	r.Dynamic = r.clients.Dynamic
 	if r.Etcd, err = NewEtcdStore(env.ControlPlane.Etcd.URL.String()); err != nil {
 		return nil, err
 	}

@@ -32,9 +32,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -395,20 +393,12 @@ const driverWait = 2 * time.Minute
 // driver is the graduation's driver for the actions given, drawing the
 // progress bar.
 func (o *MigrateOptions) driver(progress *progressReporter, reporter driver.Reporter, actions ...graduation.Action) (*driver.Driver, error) {
-	cfg := o.engine.Config
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	clients, err := driver.ClientsFor(o.engine.Config, o.client, o.client)
 	if err != nil {
-		return nil, fmt.Errorf("create the discovery client: %w", err)
-	}
-	authz, err := authorizationv1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create the authorization client: %w", err)
+		return nil, err
 	}
 	return &driver.Driver{
-		Clients: driver.Clients{
-			Client: o.client, Reader: o.client, Dynamic: o.dyn, Config: cfg, Discovery: disco,
-			Reviews: authz.SelfSubjectAccessReviews(),
-		},
+		Clients:          clients,
 		Reporter:         reporter,
 		Allows:           func(a graduation.Action) bool { return slices.Contains(actions, a) },
 		RewriteAll:       o.force,

@@ -27,13 +27,9 @@ import (
 	"github.com/spf13/cobra"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -477,30 +473,13 @@ func prepareNeeds(crd *apiextensionsv1.CustomResourceDefinition) []authorization
 // driver is the graduation's driver for one cluster, with clients of its
 // own, taking the steps `graduator migrate --prune` takes.
 func (o *PrepareOptions) driver(cfg *rest.Config, view *clusterView) (*driver.Driver, error) {
-	scheme := runtime.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+	clients, err := driver.ClientsFor(cfg, nil, nil)
+	if err != nil {
 		return nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("create the client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create the dynamic client: %w", err)
-	}
-	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create the discovery client: %w", err)
-	}
-	authz, err := authorizationv1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("create the authorization client: %w", err)
 	}
 	allowed := []graduation.Action{graduation.ActionPreflight, graduation.ActionMigrate, graduation.ActionPrune}
 	return &driver.Driver{
-		Clients: driver.Clients{Client: c, Reader: c, Dynamic: dyn, Config: cfg, Discovery: disco,
-			Reviews: authz.SelfSubjectAccessReviews()},
+		Clients:          clients,
 		Reporter:         view,
 		Allows:           func(a graduation.Action) bool { return slices.Contains(allowed, a) },
 		Needs:            prepareNeeds,

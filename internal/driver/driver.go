@@ -44,6 +44,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -444,4 +445,36 @@ func (d *Driver) now() time.Time {
 		return time.Now()
 	}
 	return d.Clock.Now()
+}
+
+// ClientsFor builds the clients a door's driver reads and writes with from
+// cfg: c and reader are the door's own (a manager's cached client and its
+// API reader); when c is nil, one client of cfg serves both, knowing
+// apiextensions.k8s.io/v1.
+func ClientsFor(cfg *rest.Config, c client.Client, reader client.Reader) (Clients, error) {
+	if c == nil {
+		scheme := runtime.NewScheme()
+		if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+			return Clients{}, err
+		}
+		var err error
+		if c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+			return Clients{}, fmt.Errorf("create the client: %w", err)
+		}
+		reader = c
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("create the dynamic client: %w", err)
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("create the discovery client: %w", err)
+	}
+	authz, err := authorizationv1client.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, fmt.Errorf("create the authorization client: %w", err)
+	}
+	return Clients{Client: c, Reader: reader, Dynamic: dyn, Config: cfg, Discovery: disco,
+		Reviews: authz.SelfSubjectAccessReviews()}, nil
 }

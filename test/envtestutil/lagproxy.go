@@ -36,6 +36,9 @@ type LagProxy struct {
 	listener net.Listener
 	delay    atomic.Int64
 	wg       sync.WaitGroup
+	// held, while set, is closed by Release: bytes read meanwhile wait for
+	// it, then their delay.
+	held chan struct{}
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
@@ -58,6 +61,35 @@ func (p *LagProxy) Addr() string { return p.listener.Addr().String() }
 
 // SetDelay sets the lag of the bytes the target sends from now on.
 func (p *LagProxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// Hold keeps every byte the target sends from now on until Release, in
+// order: the client sees the target as it was when Hold was called, for as
+// long as a test needs, however slow the machine.
+func (p *LagProxy) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+}
+
+// Release lets the bytes held since Hold go on, then their delay.
+func (p *LagProxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held != nil {
+		close(p.held)
+		p.held = nil
+	}
+}
+
+// gate is what a byte read now waits for before its delay: nil when not
+// held.
+func (p *LagProxy) gate() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
 
 func (p *LagProxy) serve() {
 	defer p.wg.Done()
@@ -85,10 +117,12 @@ func (p *LagProxy) track(c net.Conn, add bool) {
 	}
 }
 
-// chunk is bytes read from the target, due at the client at due.
+// chunk is bytes read from the target, due at the client at due, once
+// after is closed (when held).
 type chunk struct {
-	data []byte
-	due  time.Time
+	data  []byte
+	due   time.Time
+	after <-chan struct{}
 }
 
 func (p *LagProxy) forward(client net.Conn) {
@@ -111,7 +145,7 @@ func (p *LagProxy) forward(client net.Conn) {
 			buf := make([]byte, 32<<10)
 			n, err := upstream.Read(buf)
 			if n > 0 {
-				late <- chunk{data: buf[:n], due: time.Now().Add(time.Duration(p.delay.Load()))}
+				late <- chunk{data: buf[:n], due: time.Now().Add(time.Duration(p.delay.Load())), after: p.gate()}
 			}
 			if err != nil {
 				return
@@ -123,6 +157,9 @@ func (p *LagProxy) forward(client net.Conn) {
 		for c := range late {
 			if failed {
 				continue // drained, so that the reader never blocks
+			}
+			if c.after != nil {
+				<-c.after
 			}
 			time.Sleep(time.Until(c.due))
 			if _, err := client.Write(c.data); err != nil {
@@ -139,6 +176,7 @@ func (p *LagProxy) forward(client net.Conn) {
 
 // Close stops listening and closes every connection.
 func (p *LagProxy) Close() error {
+	p.Release()
 	err := p.listener.Close()
 	p.mu.Lock()
 	for c := range p.conns {

@@ -203,4 +203,45 @@ func switchLate(ctx context.Context, crdName string) {
 	// loaded machine may take longer: what C is sent until then is held
 	// too, and whatever follows queues behind it).
 	time.Sleep(2 * time.Second)
+	GinkgoWriter.Printf("%s: v2 stores %s; C sees etcd %s late around the switch\n",
+		time.Now().Format(time.RFC3339Nano), crdName, lagFor())
+}
+
+// switchHeld makes v2 the storage version of crd, through A, while C sees
+// nothing etcd sends from just before the switch until released: C has
+// not learned the switch however long the door takes to first ask, so a
+// door that checks every server must be seen waiting for it. It releases C
+// a second after waitedForC says the door waited for it, or after a minute
+// (a door that does not check has then written through C at v1); the
+// returned func stops it and releases C.
+func switchHeld(ctx context.Context, crdName string, waitedForC func() bool) (stop func()) {
+	lag.Hold()
+	Expect(envtestutil.SetStorageVersion(ctx, env.Client, crdName, "v2")).To(Succeed())
+	GinkgoWriter.Printf("%s: v2 stores %s; C held until the door waits for it\n", time.Now().Format(time.RFC3339Nano), crdName)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		bound := time.After(time.Minute)
+		for {
+			select {
+			case <-done:
+				return
+			case <-bound:
+				GinkgoWriter.Printf("%s: the door never waited for C; C released\n", time.Now().Format(time.RFC3339Nano))
+				lag.Release()
+				return
+			case <-tick.C:
+				if waitedForC() {
+					// Held a moment longer, as a server late by seconds is.
+					time.Sleep(time.Second)
+					GinkgoWriter.Printf("%s: the door waits for C; C released\n", time.Now().Format(time.RFC3339Nano))
+					lag.Release()
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done); lag.Release() }
 }
