@@ -159,4 +159,3 @@ func silentAddresses() []string {
 	}
 	return ips
 }
-
