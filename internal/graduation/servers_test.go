@@ -95,6 +95,23 @@ var _ = Describe("Every API server checked before the pass and before the prune"
 			expect{action: graduation.ActionPrune, reason: graduation.ReasonInProgress}),
 	)
 
+	It("says on the prune's own line that its safety rests on the clock, and the right that would let it check", func() {
+		p := policy("v1beta1", storedSince("v1beta1", time.Minute), run(completed()))
+		uncounted := apiservers.Verdict{State: apiservers.Unchecked, Remedy: "list on leases in kube-system",
+			Reason: "the number of API servers is unknown"}
+		step := graduation.Plan(graduation.Input{CRD: switched, Policy: p, Now: now, StorageSettled: true, APIServers: uncounted})
+		Expect(step.Action).To(Equal(graduation.ActionPrune))
+		pruned := meta.FindStatusCondition(step.Conditions, graduatorv1alpha1.ConditionStoredVersionsPruned)
+		Expect(pruned.Message).To(Equal("pruning status.storedVersions [v1alpha1, v1beta1] to [v1beta1]; the API servers were " +
+			"not checked; the settle delay of 10s was waited instead (list on leases in kube-system would let them be checked), " +
+			"so the prune's safety rests on the clock"))
+		Expect(graduation.ServersChecked(uncounted, 10*time.Second)).To(HavePrefix("not checked; the settle delay of 10s was waited instead"),
+			"the verdict first, the details after")
+		step = graduation.Plan(graduation.Input{CRD: switched, Policy: p, Now: now, StorageSettled: true, APIServers: agree})
+		pruned = meta.FindStatusCondition(step.Conditions, graduatorv1alpha1.ConditionStoredVersionsPruned)
+		Expect(pruned.Message).NotTo(ContainSubstring("clock"), "checked: nothing to add")
+	})
+
 	It("names the server that joined in the Migrated condition of the new run", func() {
 		p := policy("v1beta1", storedSince("v1beta1", time.Minute), run(completed("10.0.0.1:6443")))
 		step := graduation.Plan(graduation.Input{CRD: switched, Policy: p, Now: now, StorageSettled: true, APIServers: agree,
