@@ -177,7 +177,7 @@ func (o *MigrateOptions) Validate() error {
 	case !strings.EqualFold(o.priority, string(migration.PriorityBackground)) && !strings.EqualFold(o.priority, string(migration.PriorityFull)):
 		return fmt.Errorf("--priority must be background or full, got %q", o.priority)
 	}
-	return o.engineFlags.validate()
+	return o.validate()
 }
 
 // checkWriteTarget refuses writes to /status of a version without a status

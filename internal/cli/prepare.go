@@ -139,7 +139,7 @@ func (o *PrepareOptions) Complete(ctx context.Context) error {
 	case o.exitCode && !o.dryRun:
 		return errors.New("--exit-code needs --dry-run: it tells whether work is planned, without doing it")
 	}
-	if err := o.engineFlags.validate(); err != nil {
+	if err := o.validate(); err != nil {
 		return err
 	}
 	if err := o.scan.clusters.validate(); err != nil {

@@ -220,10 +220,10 @@ func (p *planner) joinedDuring(run *graduatorv1alpha1.MigrationStatus) []string 
 // and the settle delay waited instead; empty when they were not asked. The
 // verdict comes first, so that a status cut to its length keeps it.
 func ServersChecked(v apiservers.Verdict, settle time.Duration) string {
-	switch {
-	case v.State == apiservers.Agree:
+	switch v.State {
+	case apiservers.Agree:
 		return v.Reason
-	case v.State == apiservers.Unchecked:
+	case apiservers.Unchecked:
 		return fmt.Sprintf("%s: %s", clockStood(v, settle), v.Reason)
 	}
 	return ""
