@@ -182,11 +182,14 @@ type meter struct {
 	// client finds the client's pid, once it runs.
 	client     func() (int, error)
 	clientName string
+	clientPID  int
 	apiserver  int
 	etcd       int
 	start      startState
 	before     map[string]float64
-	cancel     context.CancelFunc
+	// stopping ends the sampling after the sample under way: a request
+	// cancelled midway would have etcd's client log a warning.
+	stopping   chan struct{}
 	done       chan struct{}
 	samples    []meterSample
 	sampleErr  error
@@ -196,7 +199,7 @@ type meter struct {
 // contender on the widgets of group runs; client finds the pid of the
 // process the contender runs in (clientName names it in the report).
 func (b *bench) startMeter(ctx context.Context, group, clientName string, client func() (int, error)) (*meter, error) {
-	m := &meter{b: b, group: group, client: client, clientName: clientName, done: make(chan struct{})}
+	m := &meter{b: b, group: group, client: client, clientName: clientName, stopping: make(chan struct{}), done: make(chan struct{})}
 	var err error
 	if m.apiserver, err = childPID("kube-apiserver"); err != nil {
 		return nil, err
@@ -207,61 +210,75 @@ func (b *bench) startMeter(ctx context.Context, group, clientName string, client
 	if m.start, m.before, err = b.controlPlaneState(ctx, group); err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithCancel(ctx)
-	m.cancel = cancel
-	go m.sample(sctx)
+	// The first sample is taken before the contender starts, the last
+	// after it ended (stop).
+	if err := m.take(ctx); err != nil {
+		return nil, err
+	}
+	go m.sample(ctx)
 	return m, nil
 }
 
-// sample samples every meterEvery until ctx ends.
+// sample samples every meterEvery until stopped or ctx ends.
 func (m *meter) sample(ctx context.Context) {
 	defer close(m.done)
 	tick := time.NewTicker(meterEvery)
 	defer tick.Stop()
-	clientPID := 0
-	var last cpuTimes
 	for {
-		s := meterSample{at: time.Now()}
-		status, err := m.b.etcdStatus(ctx)
-		if err != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.stopping:
+			return
+		case <-tick.C:
+		}
+		if err := m.take(ctx); err != nil {
 			if ctx.Err() == nil {
 				m.sampleErr = err
 			}
 			return
 		}
-		s.revision = status.Header.Revision
-		if s.cpu.apiserver, err = procCPU(m.apiserver); err == nil {
-			s.cpu.etcd, err = procCPU(m.etcd)
-		}
-		if err != nil {
-			m.sampleErr = err
-			return
-		}
-		if clientPID == 0 {
-			clientPID, _ = m.client()
-		}
-		// A client that exited keeps the CPU it had at its last sample.
-		s.cpu.client = last.client
-		if clientPID != 0 {
-			if c, err := procCPU(clientPID); err == nil {
-				s.cpu.client = c
-			}
-		}
-		last = s.cpu
-		m.samples = append(m.samples, s)
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	}
+}
+
+// take takes one sample. A client that exited keeps the CPU of its last
+// sample, at most meterEvery before its exit.
+func (m *meter) take(ctx context.Context) error {
+	s := meterSample{at: time.Now()}
+	status, err := m.b.etcdStatus(ctx)
+	if err != nil {
+		return err
+	}
+	s.revision = status.Header.Revision
+	if s.cpu.apiserver, err = procCPU(m.apiserver); err == nil {
+		s.cpu.etcd, err = procCPU(m.etcd)
+	}
+	if err != nil {
+		return err
+	}
+	if m.clientPID == 0 {
+		m.clientPID, _ = m.client()
+	}
+	if len(m.samples) > 0 {
+		s.cpu.client = m.samples[len(m.samples)-1].cpu.client
+	}
+	if m.clientPID != 0 {
+		if c, err := procCPU(m.clientPID); err == nil {
+			s.cpu.client = c
 		}
 	}
+	m.samples = append(m.samples, s)
+	return nil
 }
 
 // stop ends the sampling and returns the contender's cost over its
 // window, with rate, the contender's figure.
 func (m *meter) stop(ctx context.Context, name string, rate float64) (contenderCost, error) {
-	m.cancel()
+	close(m.stopping)
 	<-m.done
+	if m.sampleErr == nil {
+		m.sampleErr = m.take(ctx)
+	}
 	if m.sampleErr != nil {
 		return contenderCost{}, fmt.Errorf("sample the CPU of %s: %w", name, m.sampleErr)
 	}
@@ -287,7 +304,8 @@ func (m *meter) stop(ctx context.Context, name string, rate float64) (contenderC
 	}
 	from, to, ok := writeWindow(revisions, firstWrite, lastWrite)
 	if !ok {
-		return cost, fmt.Errorf("%s: its writes (revisions %d to %d) are not within the samples' %v", name, firstWrite, lastWrite, revisions)
+		return cost, fmt.Errorf("%s: its writes (revisions %d to %d) are not within its samples' (%d to %d)", name, firstWrite, lastWrite,
+			revisions[0], revisions[len(revisions)-1])
 	}
 	first, last := m.samples[from], m.samples[to]
 	cost.window, cost.writes, cost.cpu = last.at.Sub(first.at), written, last.cpu.minus(first.cpu)
