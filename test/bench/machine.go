@@ -189,10 +189,10 @@ type meter struct {
 	before     map[string]float64
 	// stopping ends the sampling after the sample under way: a request
 	// cancelled midway would have etcd's client log a warning.
-	stopping   chan struct{}
-	done       chan struct{}
-	samples    []meterSample
-	sampleErr  error
+	stopping  chan struct{}
+	done      chan struct{}
+	samples   []meterSample
+	sampleErr error
 }
 
 // startMeter reads the control plane's state and starts sampling while a
