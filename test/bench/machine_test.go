@@ -28,6 +28,7 @@ func TestWriteWindow(t *testing.T) {
 	}{
 		{"from the last sample before the first write to the first after the last", []int64{10, 11, 60, 120, 180, 181, 182}, 12, 178, 1, 4, true},
 		{"a sample at exactly the last write ends it", []int64{10, 50, 100, 101}, 11, 100, 0, 2, true},
+		{"a sample that saw the first write is after the window's start", []int64{10, 12, 60, 101}, 12, 100, 0, 3, true},
 		{"other writers' revisions around the writes stay out", []int64{10, 14, 19, 60, 90, 95, 99}, 20, 88, 2, 4, true},
 		{"a pause inside the window stays in it", []int64{10, 50, 51, 52, 100, 101}, 11, 98, 0, 4, true},
 		{"no sample before the first write", []int64{20, 40}, 15, 38, -1, 1, false},
