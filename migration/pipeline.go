@@ -62,7 +62,6 @@ type pageRun struct {
 	unfinished bool
 }
 
-// pass lists every object and hands each to a writer. Writers flow from
 // writer is the pass's writer, for the etcd space budget.
 func (k passKind) writer() space.Writer {
 	if k == catchUpPass {
@@ -71,6 +70,7 @@ func (k passKind) writer() space.Writer {
 	return space.WriterPass
 }
 
+// pass lists every object and hands each to a writer. Writers flow from
 // one page into the next; pages are marked done in listing order.
 func (r *runner) pass(ctx context.Context, kind passKind, source func(context.Context, chan<- page)) (bool, error) {
 	// A writer that meets an error which is not the object's own aborts the
@@ -86,7 +86,8 @@ func (r *runner) pass(ctx context.Context, kind passKind, source func(context.Co
 	pages := make(chan page)
 	go source(listCtx, pages)
 
-	ps := &passState{runner: r, kind: kind, ctx: workCtx, abort: abort, slots: make(chan struct{}, pagesInFlight)}
+	ps := &passState{runner: r, kind: kind, ctx: workCtx, abort: abort, slots: make(chan struct{}, pagesInFlight),
+		goroutines: newSpareGoroutines()}
 	var listErr error
 	for p := range pages {
 		if p.err != nil {
@@ -98,6 +99,7 @@ func (r *runner) pass(ctx context.Context, kind passKind, source func(context.Co
 		}
 	}
 	ps.running.Wait()
+	ps.goroutines.stop()
 	// Drain the lister, which stops once its context is cancelled.
 	stopListing()
 	for range pages {
@@ -123,8 +125,10 @@ type passState struct {
 	abort context.CancelCauseFunc
 	// slots bounds the pages in flight (pagesInFlight).
 	slots chan struct{}
-	// running counts the writers at work on this pass's objects.
-	running sync.WaitGroup
+	// running counts the writers at work on this pass's objects;
+	// goroutines runs them.
+	running    sync.WaitGroup
+	goroutines *spareGoroutines
 
 	pagesMu  sync.Mutex // guards inFlight
 	inFlight []*pageRun
@@ -218,7 +222,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 		return
 	}
 	ps.running.Add(1)
-	go func() {
+	ps.goroutines.run(func() {
 		defer ps.running.Done()
 		outcome, rv, err := ps.handle(ps.ctx, obj, checkpoint)
 		ps.space.Done(chunk, rv)
@@ -232,7 +236,7 @@ func (ps *passState) start(pr *pageRun, obj objectRef, progress Progress) {
 			outcome = notCounted
 		}
 		ps.finish(pr, outcome, err, obj)
-	}()
+	})
 }
 
 // finish records one object's outcome and marks done the pages at the head

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -61,6 +62,13 @@ type scaleRow struct {
 	parts cliParts
 	// etcdDB is etcd's database size after the N's last step.
 	etcdDB int64
+	// round counts from 0; the ceiling ran before the CLI when
+	// ceilingFirst.
+	round        int
+	ceilingFirst bool
+	// costs are what each contender cost the machine, in the order they
+	// ran.
+	costs []contenderCost
 }
 
 // scale measures, for each N of -scale-ns, on one population of N small
@@ -97,7 +105,7 @@ func (b *bench) scale(ctx context.Context, cli, manager string) error {
 	var rows []scaleRow
 	for round := range b.opts.rounds {
 		for _, n := range b.opts.scaleNs {
-			row, err := b.scaleRound(ctx, cli, manager, n, round%2 == 0)
+			row, err := b.scaleRound(ctx, cli, manager, n, round)
 			if err != nil {
 				// The rounds measured so far are an hour's work: keep them.
 				printScale(rows)
@@ -150,6 +158,7 @@ func printScale(rows []scaleRow) {
 		fmt.Printf("%9d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f  %s\n", r.n, r.cliTook.Seconds(), p.proof, p.settle, p.pass, p.sweep, p.prune,
 			p.compactionWait, p.sweepBy)
 	}
+	printLimits(rows)
 	if len(rows) > 1 {
 		first, last := rows[0], rows[len(rows)-1]
 		fmt.Printf("peak RSS growth N=%d -> N=%d: CLI %+.1f MiB, verify %+.1f MiB (target: CLI within 16 MiB)\n",
@@ -184,8 +193,8 @@ func onOff(on bool) string { return map[bool]string{true: "on", false: "off"}[on
 func metOrMissed(met bool) string { return map[bool]string{true: "met", false: "MISSED"}[met] }
 
 // scaleRound measures one N; see scale.
-func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int, ceilingFirst bool) (row scaleRow, err error) {
-	row.n, row.watchCache = n, b.opts.watchCache
+func (b *bench) scaleRound(ctx context.Context, cli, manager string, n, round int) (row scaleRow, err error) {
+	row.n, row.watchCache, row.round, row.ceilingFirst = n, b.opts.watchCache, round, round%2 == 0
 	fmt.Printf("\n-- N=%d (watch cache %s) --\n", n, onOff(row.watchCache))
 	b.groups++
 	group := fmt.Sprintf("p%d.bench.graduator.io", b.groups)
@@ -219,18 +228,21 @@ func (b *bench) scaleRound(ctx context.Context, cli, manager string, n int, ceil
 	stored := "v1"
 	other := func() string { return map[string]string{"v1": "v2", "v2": "v1"}[stored] }
 	if !b.opts.scaleOperatorOnly {
-		if err := b.scaleCLI(ctx, cli, crdName, n, ceilingFirst, &row); err != nil {
+		if err := b.scaleCLI(ctx, cli, crdName, n, row.ceilingFirst, &row); err != nil {
 			return row, err
 		}
 	}
 
 	if b.opts.scaleOperator == 0 || n <= b.opts.scaleOperator {
 		to := other()
-		if row.operatorTook, row.operatorHWM, err = b.scaleOperator(ctx, manager, crdName, to); err != nil {
+		var cost contenderCost
+		if row.operatorTook, row.operatorHWM, cost, err = b.scaleOperator(ctx, manager, crdName, to, n); err != nil {
 			return row, fmt.Errorf("operator: %w", err)
 		}
 		fmt.Printf("%-42s %8.0f objects/s  (flip to pruned %s, peak RSS %.1f MiB)\n", "operator (GitOps policy), "+stored+"->"+to,
 			rate(n, row.operatorTook), row.operatorTook.Round(100*time.Millisecond), mib(row.operatorHWM))
+		printCost(cost, n)
+		row.costs = append(row.costs, cost)
 	} else {
 		fmt.Printf("%-42s not measured above N=%d (-scale-operator-max)\n", "operator (GitOps policy)", b.opts.scaleOperator)
 	}
@@ -296,14 +308,27 @@ func (b *bench) scaleCLI(ctx context.Context, cli, crdName string, n int, ceilin
 // server re-encodes to the storage version to, as the migration does.
 func (b *bench) scaleCeiling(ctx context.Context, crdName, from, to string, row *scaleRow) error {
 	gvr := envtestutil.WidgetResource(strings.TrimPrefix(crdName, "widgets."), to)
+	// The ceiling runs in the bench's own process: its client CPU is the
+	// bench's, sampler included.
+	m, err := b.startMeter(ctx, gvr.Group, "bench", func() (int, error) { return os.Getpid(), nil })
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	written, err := ceilingFor(ctx, b.dyn, gvr, 64, b.opts.scaleCeiling, false)
+	took := time.Since(start)
+	row.ceiling = rate(written, took)
+	cost, meterErr := m.stop(ctx, "ceiling", row.ceiling)
 	if err != nil {
 		return fmt.Errorf("ceiling: %w", err)
 	}
-	row.ceiling = rate(written, time.Since(start))
+	if meterErr != nil {
+		return meterErr
+	}
 	fmt.Printf("%-42s %8.0f objects/s  (%d objects in %s)\n", "ceiling (64 writers, re-encode), "+from+"->"+to, row.ceiling,
-		written, time.Since(start).Round(time.Millisecond))
+		written, took.Round(time.Millisecond))
+	printCost(cost, written)
+	row.costs = append(row.costs, cost)
 	if b.opts.scaleCeiling > 0 {
 		// Stopped by -scale-ceiling-for: the rest is re-encoded untimed,
 		// so that the flip back leaves every object for the CLI to
@@ -318,17 +343,29 @@ func (b *bench) scaleCeiling(ctx context.Context, crdName, from, to string, row 
 
 // scaleMigrate is `graduator migrate --prune` after a flip from -> to.
 func (b *bench) scaleMigrate(ctx context.Context, cli, crdName, from, to string, n int, row *scaleRow) error {
+	name := filepath.Base(cli)
+	m, err := b.startMeter(ctx, strings.TrimPrefix(crdName, "widgets."), "CLI", func() (int, error) { return childPID(name) })
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	var progress bytes.Buffer
 	hwm, _, _, out, err := cliPeakRSSTo(ctx, cli, &progress, append([]string{"migrate", crdName, "--prune", "-o", "json",
 		"--kubeconfig", b.kubeconfig}, b.toldQuota()...)...)
+	took := time.Since(start)
+	cost, meterErr := m.stop(ctx, "CLI", rate(n, took))
 	if err != nil {
 		return fmt.Errorf("graduator migrate: %w: %s%s", err, out, progress.Bytes()[max(0, progress.Len()-2000):])
 	}
-	row.cliTook, row.cliHWM = time.Since(start), hwm
+	if meterErr != nil {
+		return meterErr
+	}
+	row.cliTook, row.cliHWM = took, hwm
 	row.cli = rate(n, row.cliTook)
 	fmt.Printf("%-42s %8.0f objects/s  (%s, peak RSS %.1f MiB)\n", "graduator migrate --prune, "+from+"->"+to, row.cli,
 		row.cliTook.Round(time.Millisecond), mib(hwm))
+	printCost(cost, n)
+	row.costs = append(row.costs, cost)
 	parts, ok := cliPartsOf(progress.Bytes(), out)
 	if !ok {
 		fmt.Printf("  graduator said: %s", out)
@@ -471,51 +508,66 @@ func (b *bench) buildStorage(ctx context.Context, gvr schema.GroupVersionResourc
 // scaleOperator runs the manager (a child process) with a GitOps policy
 // selecting the CRD's group, flips the CRD's storage version to version as a
 // GitOps tool would, and returns the time from the flip to storedVersions
-// pruned to [version] and the manager's peak RSS (VmHWM) over its whole life.
-func (b *bench) scaleOperator(ctx context.Context, manager, crdName, version string) (took time.Duration, hwm int64, err error) {
+// pruned to [version], the manager's peak RSS (VmHWM) over its whole life
+// and what its graduation of n objects cost the machine.
+func (b *bench) scaleOperator(ctx context.Context, manager, crdName, version string, n int) (took time.Duration, hwm int64, cost contenderCost, err error) {
 	group := strings.TrimPrefix(crdName, "widgets.")
 	policy := &graduatorv1alpha1.CRDVersionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "scale-" + group},
 		Spec:       graduatorv1alpha1.CRDVersionPolicySpec{Selector: &graduatorv1alpha1.CRDSelector{Groups: []string{group}}},
 	}
 	if err := b.c.Create(ctx, policy); err != nil {
-		return 0, 0, fmt.Errorf("create the policy: %w", err)
+		return 0, 0, cost, fmt.Errorf("create the policy: %w", err)
 	}
 	defer func() { _ = b.c.Delete(context.WithoutCancel(ctx), policy) }()
 	m, err := startManager(ctx, manager, b.kubeconfig, b.toldQuota()...)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, cost, err
 	}
 	defer m.stop()
 	if err := m.waitSynced(ctx, 5*time.Minute); err != nil {
-		return 0, 0, err
+		return 0, 0, cost, err
 	}
+	meter, err := b.startMeter(ctx, group, "manager", func() (int, error) { return m.cmd.Process.Pid, nil })
+	if err != nil {
+		return 0, 0, cost, err
+	}
+	took, err = b.flipToPruned(ctx, m, crdName, version)
+	var meterErr error
+	if cost, meterErr = meter.stop(ctx, "operator", rate(n, took)); err != nil || meterErr != nil {
+		return 0, 0, cost, errors.Join(err, meterErr)
+	}
+	// VmHWM only grows: read at the end it is the peak of the whole run.
+	_, hwm, err = procStatus(m.cmd.Process.Pid)
+	return took, hwm, cost, err
+}
+
+// flipToPruned flips the CRD's storage version to version as a GitOps tool
+// would, and returns the time until the manager m pruned storedVersions to
+// [version].
+func (b *bench) flipToPruned(ctx context.Context, m *managerProcess, crdName, version string) (time.Duration, error) {
 	if err := envtestutil.SetStorageVersion(ctx, b.c, crdName, version); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	flipped := time.Now()
 	for deadline := flipped.Add(3 * time.Hour); ; {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := b.c.Get(ctx, client.ObjectKey{Name: crdName}, &crd); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		if slices.Equal(crd.Status.StoredVersions, []string{version}) {
-			took = time.Since(flipped)
-			break
+			return time.Since(flipped), nil
 		}
 		if m.exited() {
-			return 0, 0, fmt.Errorf("the manager exited; its log ends:\n%s", m.logTail())
+			return 0, fmt.Errorf("the manager exited; its log ends:\n%s", m.logTail())
 		}
 		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("storedVersions of %s not pruned in 3 hours: %w", crdName, errTimeout)
+			return 0, fmt.Errorf("storedVersions of %s not pruned in 3 hours: %w", crdName, errTimeout)
 		}
 		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 	}
-	// VmHWM only grows: read at the end it is the peak of the whole run.
-	_, hwm, err = procStatus(m.cmd.Process.Pid)
-	return took, hwm, err
 }
 
 // scaleVerify runs `graduator verify --snapshot` then `--against` on the CRD

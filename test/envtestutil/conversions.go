@@ -19,12 +19,8 @@ package envtestutil
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 )
 
@@ -44,26 +40,13 @@ func ConversionReviews(ctx context.Context, cfg *rest.Config, crd string) (float
 // ConversionReviewsByDirection is ConversionReviews split by the versions
 // converted, keyed "from->to".
 func ConversionReviewsByDirection(ctx context.Context, cfg *rest.Config, crd string) (map[string]float64, error) {
-	c, err := discovery.NewDiscoveryClientForConfig(cfg)
+	families, err := APIServerMetrics(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	body, err := c.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read the API server's metrics: %w", err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		return nil, fmt.Errorf("parse the API server's metrics: %w", err)
-	}
 	byDirection := map[string]float64{}
 	for _, m := range families["apiserver_crd_conversion_webhook_duration_seconds"].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		if labels["crd_name"] == crd {
+		if labels := Labels(m); labels["crd_name"] == crd {
 			byDirection[labels["from_version"]+"->"+labels["to_version"]] += float64(m.GetHistogram().GetSampleCount())
 		}
 	}
