@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/graduator/graduator/internal/space"
@@ -97,7 +98,8 @@ func (r *runner) quotaHint() string {
 // reading the database's size from the API server's /metrics, or as the
 // hook fixes it.
 func (r *runner) newSpaceBudget(ctx context.Context) {
-	in := space.Inputs{Quota: r.opts.EtcdQuota, Previous: space.Ledger(r.opts.Previous), Metrics: r.metrics, Fixed: r.hook.SpaceBudget}
+	in := space.Inputs{Quota: r.opts.EtcdQuota, Previous: space.Ledger(r.opts.Previous), Metrics: r.metrics, Fixed: r.hook.SpaceBudget,
+		Pool: spacePool(r.opts.Config)}
 	r.space, r.progress.SpaceBudgetReason, r.progress.DatabaseSize = in.New(ctx, r.objects.compacted, r.opts.Resource.String())
 	r.progress.SpaceBudget = r.space.Current()
 	r.space.OnRebudget(func(reason string) {
@@ -106,4 +108,13 @@ func (r *runner) newSpaceBudget(ctx context.Context) {
 		r.mu.Unlock()
 		r.notify()
 	})
+}
+
+// spacePool is the budget every writer of this process to the etcd behind
+// cfg shares, with its ledger on a Lease in the cluster (space.LeaseStore).
+func spacePool(cfg *rest.Config) *space.Pool {
+	if cfg == nil {
+		return space.PoolFor("", nil)
+	}
+	return space.PoolFor(cfg.Host, func() space.Store { return space.NewLeaseStore(cfg) })
 }

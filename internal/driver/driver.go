@@ -196,7 +196,6 @@ type Driver struct {
 	Clock clock.PassiveClock
 
 	runs   runningMigrations
-	space  spaceHistory
 	agreed agreements
 }
 

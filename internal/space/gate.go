@@ -65,6 +65,11 @@ type Budget struct {
 	fileSize      func(context.Context) (int64, error)
 	lastFileCheck time.Time
 	onRebudget    func(reason string)
+
+	// pool is the budget this one shares with every other writer to the
+	// same etcd (nil: its own): its writes wait while all of theirs
+	// together hold the pool's limit.
+	pool *Pool
 }
 
 // checkFile reads the file's size when a read is due, and sets the budget
@@ -123,6 +128,9 @@ func (s *Budget) inherit(prev Ledger) {
 	}
 	s.chunks = append(s.chunks, &Chunk{bytes: prev.Outstanding, revision: prev.Revision})
 	s.outstanding += prev.Outstanding
+	if s.pool != nil {
+		s.pool.add(prev.Outstanding, prev.Revision)
+	}
 	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
 }
 
@@ -216,7 +224,11 @@ func (s *Budget) tryReserve(w Writer) (*Chunk, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cost()
-	if s.outstanding > 0 && s.outstanding+c > s.budget {
+	held, limit := s.outstanding, s.budget
+	if s.pool != nil {
+		held, limit = s.pool.held(), min(limit, s.pool.limit())
+	}
+	if s.outstanding > 0 && held+c > limit {
 		return nil, false
 	}
 	if len(s.chunks) == 0 || s.chunks[len(s.chunks)-1].bytes >= s.budget/chunkDivisor {
@@ -226,6 +238,9 @@ func (s *Budget) tryReserve(w Writer) (*Chunk, bool) {
 	chunk.bytes += c
 	chunk.pending++
 	s.outstanding += c
+	if s.pool != nil {
+		s.pool.add(c, 0)
+	}
 	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
 	s.watch.used = max(s.watch.used, s.outstanding)
 	if s.charged == nil {
@@ -249,6 +264,9 @@ func (s *Budget) Done(chunk *Chunk, rv string) {
 	chunk.pending--
 	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
 		chunk.revision = max(chunk.revision, v)
+		if s.pool != nil {
+			s.pool.add(0, v)
+		}
 	}
 }
 
@@ -274,6 +292,9 @@ func (s *Budget) oldest() (rev uint64, ready bool) {
 // pop frees the oldest chunk: etcd compacted past it. Callers hold mu.
 func (s *Budget) pop() {
 	s.outstanding -= s.chunks[0].bytes
+	if s.pool != nil {
+		s.pool.add(-s.chunks[0].bytes, 0)
+	}
 	s.chunks = s.chunks[1:]
 }
 
@@ -292,6 +313,9 @@ func (s *Budget) release(ctx context.Context, force bool) string {
 	s.mu.Unlock()
 	if !due {
 		return ""
+	}
+	if s.pool != nil {
+		s.pool.freeLeftover(ctx, s.compacted)
 	}
 	for {
 		rev, ready := s.oldest()
@@ -319,6 +343,9 @@ func (s *Budget) Reserve(ctx context.Context, w Writer, onWait func(rev string),
 		return nil, nil
 	}
 	s.checkFile(ctx)
+	if s.pool != nil {
+		s.pool.renew(ctx, false)
+	}
 	s.release(ctx, false)
 	if chunk, ok := s.tryReserve(w); ok {
 		return chunk, nil
@@ -334,6 +361,9 @@ func (s *Budget) Reserve(ctx context.Context, w Writer, onWait func(rev string),
 			// A run stopped while its dispatcher hands out a page: no
 			// wait starts (each would count one).
 			return nil, err
+		}
+		if s.pool != nil {
+			s.pool.renew(ctx, false)
 		}
 		rev := s.release(ctx, true)
 		if chunk, ok := s.tryReserve(w); ok {
@@ -374,4 +404,23 @@ func (s *Budget) OnRebudget(f func(reason string)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onRebudget = f
+}
+
+// Leave ends the writer's part in the budget it shares (Pool): its bytes
+// not compacted yet stay charged to the others, or, when it was the last,
+// to the next writer. Call it once, after Settle and Ledger.
+func (s *Budget) Leave(ctx context.Context) {
+	if s == nil || s.pool == nil {
+		return
+	}
+	s.mu.Lock()
+	out, rev := s.outstanding, uint64(0)
+	for _, c := range s.chunks {
+		rev = max(rev, c.revision)
+	}
+	s.chunks, s.outstanding = nil, 0
+	pool := s.pool
+	s.pool = nil
+	s.mu.Unlock()
+	pool.leave(ctx, out, rev)
 }
