@@ -47,6 +47,13 @@ import (
 // (etcd's database size) from its /metrics, to budget what a migration adds
 // to etcd between two compactions.
 // +kubebuilder:rbac:urls=/metrics,verbs=get
+//
+// Every process writing to an etcd shares its space budget through one
+// ledger, the Lease kube-system/graduator-etcd-space (internal/space): get
+// and update that one by name; create cannot be limited to a name. Cluster
+// rules, not a Role in kube-system, which kustomize's namespace would move.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=graduator-etcd-space
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create
 
 // The secure metrics endpoint asks the API server who a scraper is and whether
 // it may get /metrics.
