@@ -70,8 +70,8 @@ func (r *runner) reserveSpace(ctx context.Context, w space.Writer) (*space.Chunk
 func (r *runner) startWait(ctx context.Context, rev string) {
 	r.mu.Lock()
 	r.progress.CompactionWaits++
-	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: the run's writes not compacted yet reached its budget of %s%s",
-		rev, time.Now().UTC().Format(time.RFC3339), space.BytesText(r.space.Current()), r.quotaHint())
+	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: the run's writes not compacted yet reached its budget of %s%s%s",
+		rev, time.Now().UTC().Format(time.RFC3339), space.BytesText(r.space.Current()), r.space.Outlook(r.progress.Remaining), r.quotaHint())
 	r.mu.Unlock()
 	klog.FromContext(ctx).Info("waiting for etcd to compact", "resource", r.opts.Resource.String(), "resourceVersion", rev, "budget", space.BytesText(r.space.Current()))
 	r.notify()

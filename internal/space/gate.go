@@ -18,6 +18,7 @@ package space
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -70,6 +71,10 @@ type Budget struct {
 	// same etcd (nil: its own): its writes wait while all of theirs
 	// together hold the pool's limit.
 	pool *Pool
+	// started is when the budget was set, and freed the bytes of its
+	// writes compactions freed since: the pace an Outlook tells.
+	started time.Time
+	freed   int64
 }
 
 // checkFile reads the file's size when a read is due, and sets the budget
@@ -292,6 +297,7 @@ func (s *Budget) oldest() (rev uint64, ready bool) {
 // pop frees the oldest chunk: etcd compacted past it. Callers hold mu.
 func (s *Budget) pop() {
 	s.outstanding -= s.chunks[0].bytes
+	s.freed += s.chunks[0].bytes
 	if s.pool != nil {
 		s.pool.add(-s.chunks[0].bytes, 0)
 	}
@@ -423,4 +429,33 @@ func (s *Budget) Leave(ctx context.Context) {
 	s.pool = nil
 	s.mu.Unlock()
 	pool.leave(ctx, out, rev)
+}
+
+// Outlook says how long the writes of remaining more objects take at the
+// pace compactions freed this budget's writes so far, and what an admin
+// can do to go faster; "" before a compaction freed any.
+func (s *Budget) Outlook(remaining int64) string {
+	if s.Off() || remaining <= 0 {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return outlook(remaining*s.cost(), s.freed, time.Since(s.started), s.pool != nil && s.pool.shared())
+}
+
+// outlook is Outlook's text for remaining bytes to write, when
+// compactions freed freed bytes in elapsed; shared tells whether other
+// writers to the etcd hold part of the budget.
+func outlook(remaining, freed int64, elapsed time.Duration, shared bool) string {
+	if remaining <= 0 || freed <= 0 || elapsed <= 0 {
+		return ""
+	}
+	perSecond := float64(freed) / elapsed.Seconds()
+	rest := time.Duration(float64(remaining) / perSecond * float64(time.Second))
+	others := ""
+	if shared {
+		others = " and the other writers to this etcd hold their part of the budget"
+	}
+	return fmt.Sprintf("; compactions free this run's writes at about %s a minute%s: the %s left take about %s more. To go faster, raise etcd's quota (and tell it), or defragment etcd (etcdctl defrag) to give the pages compactions freed back",
+		BytesText(int64(perSecond*60)), others, BytesText(remaining), rest.Round(time.Second))
 }

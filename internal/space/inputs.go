@@ -52,7 +52,7 @@ type Inputs struct {
 // read (0 when unknown); compacted tells whether etcd compacted past a
 // resourceVersion.
 func (in Inputs) New(ctx context.Context, compacted func(context.Context, string) (bool, error), resource string) (*Budget, string, int64) {
-	s := &Budget{budget: in.Fixed, compacted: compacted}
+	s := &Budget{budget: in.Fixed, compacted: compacted, started: time.Now()}
 	switch {
 	case s.budget < 0:
 		return s, "off", 0

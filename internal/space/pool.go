@@ -390,3 +390,11 @@ func (p *Pool) leave(ctx context.Context, outstanding int64, rev uint64) {
 		return
 	}
 }
+
+// shared tells whether the budget is split with other writers: other
+// members in this process or other processes.
+func (p *Pool) shared() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.members > 1 || p.shareReason != ""
+}

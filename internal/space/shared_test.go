@@ -178,3 +178,17 @@ var _ = Describe("one budget for every writer to an etcd (Pool, Shared)", func()
 		Expect(store.sh.Writers).To(BeEmpty())
 	})
 })
+
+var _ = DescribeTable("outlook: how long the rest takes at the pace compactions free the writes",
+	func(remaining, freed int64, elapsed time.Duration, shared bool, want string) {
+		Expect(outlook(remaining, freed, elapsed, shared)).To(Equal(want))
+	},
+	Entry("no compaction freed any yet: nothing to tell", int64(10*mib), int64(0), time.Minute, false, ""),
+	Entry("nothing left", int64(0), int64(10*mib), time.Minute, false, ""),
+	Entry("alone: 6Mi a minute, 30Mi left",
+		int64(30*mib), int64(12*mib), 2*time.Minute, false,
+		"; compactions free this run's writes at about 6Mi a minute: the 30Mi left take about 5m0s more. To go faster, raise etcd's quota (and tell it), or defragment etcd (etcdctl defrag) to give the pages compactions freed back"),
+	Entry("shared: says the others hold their part",
+		int64(3*mib), int64(6*mib), time.Minute, true,
+		"; compactions free this run's writes at about 6Mi a minute and the other writers to this etcd hold their part of the budget: the 3Mi left take about 30s more. To go faster, raise etcd's quota (and tell it), or defragment etcd (etcdctl defrag) to give the pages compactions freed back"),
+)
