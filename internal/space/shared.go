@@ -140,8 +140,8 @@ func shareOf(sh Shared, id string, own Part, now time.Time) (Shared, int64, stri
 	if n == 1 {
 		return sh, share, ""
 	}
-	return sh, share, fmt.Sprintf("shared by %d processes writing to this etcd: this one may hold %s of it now (the others hold %s)",
-		n, BytesText(share), BytesText(sh.others(id)))
+	return sh, share, fmt.Sprintf("shared by %d processes writing to this etcd: an equal part is %s, this one may hold %s of it now (the others hold %s, and give back what passes their part as compactions free it)",
+		n, BytesText(sh.Budget/n), BytesText(share), BytesText(sh.others(id)))
 }
 
 // leave removes id's part, handing on its bytes not compacted yet, and
