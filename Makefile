@@ -276,7 +276,9 @@ install: ## Install the CRDVersionPolicy CRD into the current kubeconfig's clust
 deploy: ## Deploy the operator with kustomize into the current kubeconfig's cluster.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/default | kubectl apply -f -
+	$(KUSTOMIZE) build config/rbac/space-ledger | kubectl apply -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the operator from the cluster.
+	kubectl delete -k config/rbac/space-ledger --ignore-not-found
 	kubectl delete -k config/default --ignore-not-found

@@ -49,11 +49,10 @@ import (
 // +kubebuilder:rbac:urls=/metrics,verbs=get
 //
 // Every process writing to an etcd shares its space budget through one
-// ledger, the Lease kube-system/graduator-etcd-space (internal/space): get
-// and update that one by name; create cannot be limited to a name. Cluster
-// rules, not a Role in kube-system, which kustomize's namespace would move.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update,resourceNames=graduator-etcd-space
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create
+// ledger, the Lease kube-system/graduator-etcd-space (internal/space). Its
+// rights are a Role in kube-system (config/rbac/space-ledger, the chart's
+// templates/rbac.yaml), not markers: controller-gen would make them
+// cluster-wide.
 
 // The secure metrics endpoint asks the API server who a scraper is and whether
 // it may get /metrics.
