@@ -132,7 +132,7 @@ test-ha: envtest-assets ## The HA suite with one API server 25 s late (make test
 	HA_LAG=25s $(GO) test ./test/ha/ -count=1 -timeout 15m -v -ginkgo.v
 
 .PHONY: test-quota
-test-quota: envtest-assets ## The etcd space suite (about 13 min; RECORD=1 writes its table).
+test-quota: envtest-assets ## The etcd space suite (about 20 min; RECORD=1 writes its table).
 	QUOTA_SUITE=1 QUOTA_RECORD=$(RECORD) $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
 
 # The suites whose behaviour depends on the API server: the policy API and
