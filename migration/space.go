@@ -111,10 +111,12 @@ func (r *runner) newSpaceBudget(ctx context.Context) {
 }
 
 // spacePool is the budget every writer of this process to the etcd behind
-// cfg shares, with its ledger on a Lease in the cluster (space.LeaseStore).
+// cfg shares, with its ledger on a Lease in the cluster (space.LeaseStore);
+// nil without a rest.Config, which names no etcd to share: the writer's
+// budget is then its own.
 func spacePool(cfg *rest.Config) *space.Pool {
 	if cfg == nil {
-		return space.PoolFor("", nil)
+		return nil
 	}
 	return space.PoolFor(cfg.Host, func() space.Store { return space.NewLeaseStore(cfg) })
 }
