@@ -132,7 +132,7 @@ test-ha: envtest-assets ## The HA suite with one API server 25 s late (make test
 	HA_LAG=25s $(GO) test ./test/ha/ -count=1 -timeout 15m -v -ginkgo.v
 
 .PHONY: test-quota
-test-quota: envtest-assets ## The etcd space suite (about 13 min; RECORD=1 writes its table).
+test-quota: envtest-assets ## The etcd space suite (about 20 min; RECORD=1 writes its table).
 	QUOTA_SUITE=1 QUOTA_RECORD=$(RECORD) $(GO) test ./test/quota/ -count=1 -timeout 30m -v -ginkgo.v
 
 # The suites whose behaviour depends on the API server: the policy API and
@@ -277,7 +277,9 @@ install: ## Install the CRDVersionPolicy CRD into the current kubeconfig's clust
 deploy: ## Deploy the operator with kustomize into the current kubeconfig's cluster.
 	cd config/manager && $(KUSTOMIZE) edit set image controller=$(IMG)
 	$(KUSTOMIZE) build config/default | kubectl apply -f -
+	$(KUSTOMIZE) build config/rbac/space-ledger | kubectl apply -f -
 
 .PHONY: undeploy
 undeploy: ## Remove the operator from the cluster.
+	kubectl delete -k config/rbac/space-ledger --ignore-not-found
 	kubectl delete -k config/default --ignore-not-found

@@ -127,6 +127,9 @@ func Run(ctx context.Context, client dynamic.Interface, opts Options) (Result, e
 		r.opts.Previous = opts.Resume.Space
 	}
 	r.newSpaceBudget(ctx)
+	// Left after the result is taken (Ledger): what is not compacted yet
+	// stays charged to the writers that follow.
+	defer r.space.Leave(ctx)
 	r.watchFrom = func(checkpoint string) {
 		if opts.SweepWatchLimit > 0 {
 			r.others = watchOthers(ctx, r.objects, checkpoint, opts.SweepWatchLimit, r.wroteVersion)

@@ -157,7 +157,8 @@ func CleanupManagedFieldsWithin(ctx context.Context, c dynamic.Interface, resour
 	}
 	objects := dynamicObjects{client: c, resource: resource}
 	hook := enginehook.From(ctx)
-	inputs := space.Inputs{Quota: opts.EtcdQuota, Previous: space.Ledger(opts.Previous), Metrics: metricsReader(opts.Config), Fixed: hook.SpaceBudget}
+	inputs := space.Inputs{Quota: opts.EtcdQuota, Previous: space.Ledger(opts.Previous), Metrics: metricsReader(opts.Config), Fixed: hook.SpaceBudget,
+		Pool: spacePool(opts.Config)}
 	var res CleanupResult
 	var budget *space.Budget
 	budget, res.SpaceBudgetReason, _ = inputs.New(ctx, objects.compacted, resource.String())
@@ -175,6 +176,7 @@ func CleanupManagedFieldsWithin(ctx context.Context, c dynamic.Interface, resour
 	})
 	budget.Settle(ctx)
 	res.Space = SpaceLedger(budget.Ledger())
+	budget.Leave(ctx)
 	if !budget.Off() && hook.OnCharged != nil {
 		hook.OnCharged(budget.Charges())
 	}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/graduator/graduator/internal/space"
@@ -69,8 +70,8 @@ func (r *runner) reserveSpace(ctx context.Context, w space.Writer) (*space.Chunk
 func (r *runner) startWait(ctx context.Context, rev string) {
 	r.mu.Lock()
 	r.progress.CompactionWaits++
-	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: the run's writes not compacted yet reached its budget of %s%s",
-		rev, time.Now().UTC().Format(time.RFC3339), space.BytesText(r.space.Current()), r.quotaHint())
+	r.progress.CompactionWait = fmt.Sprintf("waiting for etcd's next compaction past resourceVersion %s since %s: the run's writes not compacted yet reached its budget of %s%s%s",
+		rev, time.Now().UTC().Format(time.RFC3339), space.BytesText(r.space.Current()), r.space.Outlook(r.progress.Remaining), r.quotaHint())
 	r.mu.Unlock()
 	klog.FromContext(ctx).Info("waiting for etcd to compact", "resource", r.opts.Resource.String(), "resourceVersion", rev, "budget", space.BytesText(r.space.Current()))
 	r.notify()
@@ -97,7 +98,8 @@ func (r *runner) quotaHint() string {
 // reading the database's size from the API server's /metrics, or as the
 // hook fixes it.
 func (r *runner) newSpaceBudget(ctx context.Context) {
-	in := space.Inputs{Quota: r.opts.EtcdQuota, Previous: space.Ledger(r.opts.Previous), Metrics: r.metrics, Fixed: r.hook.SpaceBudget}
+	in := space.Inputs{Quota: r.opts.EtcdQuota, Previous: space.Ledger(r.opts.Previous), Metrics: r.metrics, Fixed: r.hook.SpaceBudget,
+		Pool: spacePool(r.opts.Config)}
 	r.space, r.progress.SpaceBudgetReason, r.progress.DatabaseSize = in.New(ctx, r.objects.compacted, r.opts.Resource.String())
 	r.progress.SpaceBudget = r.space.Current()
 	r.space.OnRebudget(func(reason string) {
@@ -106,4 +108,15 @@ func (r *runner) newSpaceBudget(ctx context.Context) {
 		r.mu.Unlock()
 		r.notify()
 	})
+}
+
+// spacePool is the budget every writer of this process to the etcd behind
+// cfg shares, with its ledger on a Lease in the cluster (space.LeaseStore);
+// nil without a rest.Config, which names no etcd to share: the writer's
+// budget is then its own.
+func spacePool(cfg *rest.Config) *space.Pool {
+	if cfg == nil {
+		return nil
+	}
+	return space.PoolFor(cfg.Host, func() space.Store { return space.NewLeaseStore(cfg) })
 }

@@ -47,6 +47,12 @@ import (
 // (etcd's database size) from its /metrics, to budget what a migration adds
 // to etcd between two compactions.
 // +kubebuilder:rbac:urls=/metrics,verbs=get
+//
+// Every process writing to an etcd shares its space budget through one
+// ledger, the Lease kube-system/graduator-etcd-space (internal/space). Its
+// rights are a Role in kube-system (config/rbac/space-ledger, the chart's
+// templates/rbac.yaml), not markers: controller-gen would make them
+// cluster-wide.
 
 // The secure metrics endpoint asks the API server who a scraper is and whether
 // it may get /metrics.

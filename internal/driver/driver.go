@@ -198,7 +198,6 @@ type Driver struct {
 	Clock clock.PassiveClock
 
 	runs   runningMigrations
-	space  spaceHistory
 	agreed agreements
 
 	checkerOnce   sync.Once

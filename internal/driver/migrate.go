@@ -82,11 +82,9 @@ func (d *Driver) migrate(ctx context.Context, g *run, step graduation.Step) erro
 	pages := &pageHandler{d: d, g: g, step: step, status: r, metrics: m, counted: progressOf(r), cancel: cancel}
 	opts := d.engineOptions(policy.Spec.Migration, graduation.ResourceAt(crd, step.StorageVersion), progressOf(r))
 	opts.WriteVersions = writeVersions(crd, step.StorageVersion, policy.Spec.Migration.WriteTo)
-	opts.Previous = d.space.begin(opts.Resume.Space)
 	pages.door = opts.OnProgress
 	opts.OnProgress = func(p migration.Progress) { pages.handle(ctx, p) }
 	result, err := migration.Run(d.engineHook(runCtx), d.Dynamic, opts)
-	d.space.end(result.Space)
 	pages.count(result.Progress)
 	recordProgress(r, result.Progress)
 	if result.Complete {
@@ -459,42 +457,4 @@ func ledgerStatus(l migration.SpaceLedger) *graduatorv1alpha1.EtcdSpaceLedger {
 		out.Revision = strconv.FormatUint(l.Revision, 10)
 	}
 	return out
-}
-
-// spaceHistory is what the door's writes did to etcd's space, for the
-// writes that follow them in the same etcd: the next CRD of a fleet, a
-// policy's run after another's. It is told only while one budgeted writer
-// runs at a time: concurrent writers' pages are not free for each other.
-type spaceHistory struct {
-	mu     sync.Mutex
-	last   migration.SpaceLedger
-	active int
-}
-
-// begin starts a writer; own is what its policy's status kept (a resumed
-// run, the cleanup after its migration), which wins. It returns the ledger
-// the writer follows.
-func (h *spaceHistory) begin(own migration.SpaceLedger) migration.SpaceLedger {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.active++
-	switch {
-	case own != (migration.SpaceLedger{}):
-		return own
-	case h.active == 1:
-		return h.last
-	}
-	return migration.SpaceLedger{}
-}
-
-// end ends a writer, with what its writes left.
-func (h *spaceHistory) end(l migration.SpaceLedger) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.active--
-	if h.active == 0 {
-		h.last = l
-	} else {
-		h.last = migration.SpaceLedger{}
-	}
 }

@@ -107,32 +107,6 @@ func TestSpaceLedgerSurvivesTheStatus(t *testing.T) {
 	}
 }
 
-func TestSpaceHistory(t *testing.T) {
-	run1 := migration.SpaceLedger{InUse: 40 << 20, Peak: 8 << 20}
-	own := migration.SpaceLedger{InUse: 30 << 20, Peak: 2 << 20}
-	var h spaceHistory
-	if got := h.begin(migration.SpaceLedger{}); got != (migration.SpaceLedger{}) {
-		t.Errorf("the first writer follows %+v, want nothing", got)
-	}
-	h.end(run1)
-	if got := h.begin(migration.SpaceLedger{}); got != run1 {
-		t.Errorf("the next CRD of a fleet follows %+v, want the last run's %+v", got, run1)
-	}
-	if got := h.begin(migration.SpaceLedger{}); got != (migration.SpaceLedger{}) {
-		t.Errorf("a writer concurrent with another follows %+v, want nothing: the other's pages are not free", got)
-	}
-	if got := h.begin(own); got != own {
-		t.Errorf("a resumed run follows %+v, want its own status's %+v", got, own)
-	}
-	h.end(own)
-	h.end(migration.SpaceLedger{})
-	last := migration.SpaceLedger{InUse: 50 << 20, Peak: 1 << 20}
-	h.end(last)
-	if got := h.begin(migration.SpaceLedger{}); got != last {
-		t.Errorf("after concurrent writers, the last to end left %+v: the next follows %+v", last, got)
-	}
-}
-
 // The sweep's way travels through the policy status (the CLI reads its
 // result from there): what the engine said is what the status gives back.
 func TestSweepSurvivesTheStatus(t *testing.T) {

@@ -377,9 +377,8 @@ func (d *Driver) cleanupManagedFields(ctx context.Context, g *run, versions []st
 		own = ledgerOf(r.Space)
 	}
 	res, err := migration.CleanupManagedFieldsWithin(ctx, d.Dynamic, resource, served, migration.CleanupOptions{
-		Config: engine.Config, EtcdQuota: engine.EtcdQuota, Previous: d.space.begin(own),
+		Config: engine.Config, EtcdQuota: engine.EtcdQuota, Previous: own,
 	})
-	d.space.end(res.Space)
 	if r := g.policy.Status.Migration; r != nil {
 		r.Space = ledgerStatus(res.Space)
 	}

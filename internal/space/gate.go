@@ -18,6 +18,7 @@ package space
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -65,6 +66,15 @@ type Budget struct {
 	fileSize      func(context.Context) (int64, error)
 	lastFileCheck time.Time
 	onRebudget    func(reason string)
+
+	// pool is the budget this one shares with every other writer to the
+	// same etcd (nil: its own): its writes wait while all of theirs
+	// together hold the pool's limit.
+	pool *Pool
+	// started is when the budget was set, and freed the bytes of its
+	// writes compactions freed since: the pace an Outlook tells.
+	started time.Time
+	freed   int64
 }
 
 // checkFile reads the file's size when a read is due, and sets the budget
@@ -123,6 +133,9 @@ func (s *Budget) inherit(prev Ledger) {
 	}
 	s.chunks = append(s.chunks, &Chunk{bytes: prev.Outstanding, revision: prev.Revision})
 	s.outstanding += prev.Outstanding
+	if s.pool != nil {
+		s.pool.add(prev.Outstanding, prev.Revision)
+	}
 	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
 }
 
@@ -216,7 +229,11 @@ func (s *Budget) tryReserve(w Writer) (*Chunk, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.cost()
-	if s.outstanding > 0 && s.outstanding+c > s.budget {
+	held, limit := s.outstanding, s.budget
+	if s.pool != nil {
+		held, limit = s.pool.held(), min(limit, s.pool.limit())
+	}
+	if s.outstanding > 0 && held+c > limit {
 		return nil, false
 	}
 	if len(s.chunks) == 0 || s.chunks[len(s.chunks)-1].bytes >= s.budget/chunkDivisor {
@@ -226,6 +243,9 @@ func (s *Budget) tryReserve(w Writer) (*Chunk, bool) {
 	chunk.bytes += c
 	chunk.pending++
 	s.outstanding += c
+	if s.pool != nil {
+		s.pool.add(c, 0)
+	}
 	s.ledger.Peak = max(s.ledger.Peak, s.outstanding)
 	s.watch.used = max(s.watch.used, s.outstanding)
 	if s.charged == nil {
@@ -249,6 +269,9 @@ func (s *Budget) Done(chunk *Chunk, rv string) {
 	chunk.pending--
 	if v, err := strconv.ParseUint(rv, 10, 64); err == nil {
 		chunk.revision = max(chunk.revision, v)
+		if s.pool != nil {
+			s.pool.add(0, v)
+		}
 	}
 }
 
@@ -274,6 +297,10 @@ func (s *Budget) oldest() (rev uint64, ready bool) {
 // pop frees the oldest chunk: etcd compacted past it. Callers hold mu.
 func (s *Budget) pop() {
 	s.outstanding -= s.chunks[0].bytes
+	s.freed += s.chunks[0].bytes
+	if s.pool != nil {
+		s.pool.add(-s.chunks[0].bytes, 0)
+	}
 	s.chunks = s.chunks[1:]
 }
 
@@ -292,6 +319,9 @@ func (s *Budget) release(ctx context.Context, force bool) string {
 	s.mu.Unlock()
 	if !due {
 		return ""
+	}
+	if s.pool != nil {
+		s.pool.freeLeftover(ctx, s.compacted)
 	}
 	for {
 		rev, ready := s.oldest()
@@ -319,6 +349,9 @@ func (s *Budget) Reserve(ctx context.Context, w Writer, onWait func(rev string),
 		return nil, nil
 	}
 	s.checkFile(ctx)
+	if s.pool != nil {
+		s.pool.renew(ctx, false)
+	}
 	s.release(ctx, false)
 	if chunk, ok := s.tryReserve(w); ok {
 		return chunk, nil
@@ -334,6 +367,9 @@ func (s *Budget) Reserve(ctx context.Context, w Writer, onWait func(rev string),
 			// A run stopped while its dispatcher hands out a page: no
 			// wait starts (each would count one).
 			return nil, err
+		}
+		if s.pool != nil {
+			s.pool.renew(ctx, false)
 		}
 		rev := s.release(ctx, true)
 		if chunk, ok := s.tryReserve(w); ok {
@@ -374,4 +410,52 @@ func (s *Budget) OnRebudget(f func(reason string)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onRebudget = f
+}
+
+// Leave ends the writer's part in the budget it shares (Pool): its bytes
+// not compacted yet stay charged to the others, or, when it was the last,
+// to the next writer. Call it once, after Settle and Ledger.
+func (s *Budget) Leave(ctx context.Context) {
+	if s == nil || s.pool == nil {
+		return
+	}
+	s.mu.Lock()
+	out, rev := s.outstanding, uint64(0)
+	for _, c := range s.chunks {
+		rev = max(rev, c.revision)
+	}
+	s.chunks, s.outstanding = nil, 0
+	pool := s.pool
+	s.pool = nil
+	s.mu.Unlock()
+	pool.leave(ctx, out, rev)
+}
+
+// Outlook says how long the writes of remaining more objects take at the
+// pace compactions freed this budget's writes so far, and what an admin
+// can do to go faster; "" before a compaction freed any.
+func (s *Budget) Outlook(remaining int64) string {
+	if s.Off() || remaining <= 0 {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return outlook(remaining*s.cost(), s.freed, time.Since(s.started), s.pool != nil && s.pool.shared())
+}
+
+// outlook is Outlook's text for remaining bytes to write, when
+// compactions freed freed bytes in elapsed; shared tells whether other
+// writers to the etcd hold part of the budget.
+func outlook(remaining, freed int64, elapsed time.Duration, shared bool) string {
+	if remaining <= 0 || freed <= 0 || elapsed <= 0 {
+		return ""
+	}
+	perSecond := float64(freed) / elapsed.Seconds()
+	rest := time.Duration(float64(remaining) / perSecond * float64(time.Second))
+	others := ""
+	if shared {
+		others = " and the other writers to this etcd hold their part of the budget"
+	}
+	return fmt.Sprintf("; compactions free this run's writes at about %s a minute%s: the %s left take about %s more. To go faster, raise etcd's quota (and tell it), or defragment etcd (etcdctl defrag) to give the pages compactions freed back",
+		BytesText(int64(perSecond*60)), others, BytesText(remaining), rest.Round(time.Second))
 }

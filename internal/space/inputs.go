@@ -43,13 +43,16 @@ type Inputs struct {
 	// bytes per compaction, below 0 none (measurements only: a big
 	// population of big objects can then fill etcd).
 	Fixed int64
+	// Pool is the budget every writer to the same etcd shares (PoolFor);
+	// nil: the writer's own. A fixed budget is always its own.
+	Pool *Pool
 }
 
 // New is the budget of the inputs, its reason and the database's size it
 // read (0 when unknown); compacted tells whether etcd compacted past a
 // resourceVersion.
 func (in Inputs) New(ctx context.Context, compacted func(context.Context, string) (bool, error), resource string) (*Budget, string, int64) {
-	s := &Budget{budget: in.Fixed, compacted: compacted}
+	s := &Budget{budget: in.Fixed, compacted: compacted, started: time.Now()}
 	switch {
 	case s.budget < 0:
 		return s, "off", 0
@@ -59,11 +62,24 @@ func (in Inputs) New(ctx context.Context, compacted func(context.Context, string
 		return s, fmt.Sprintf("%s per compaction, as set", BytesText(s.budget)), 0
 	}
 	space, err := etcdSpace(ctx, in.Metrics, in.Quota)
-	space.Previous = in.Previous
 	var reason string
-	s.budget, reason = BudgetFor(space)
-	s.ledger.InUse = in.Previous.inUse(space.DatabaseSize)
-	s.inherit(in.Previous)
+	if in.Pool != nil {
+		var prev Ledger
+		s.budget, reason, prev = in.Pool.join(ctx, func(prev Ledger) (int64, string, int64) {
+			at := space
+			at.Previous = prev
+			budget, reason := BudgetFor(at)
+			return budget, reason, prev.inUse(space.DatabaseSize)
+		}, in.Previous)
+		s.pool = in.Pool
+		s.ledger.InUse = prev.InUse
+		s.inherit(prev)
+	} else {
+		space.Previous = in.Previous
+		s.budget, reason = BudgetFor(space)
+		s.ledger.InUse = in.Previous.inUse(space.DatabaseSize)
+		s.inherit(in.Previous)
+	}
 	if s.budget > 0 && space.DatabaseSize > 0 {
 		s.watch = newFileWatch(space.DatabaseSize, s.ledger.InUse, s.budget, in.Quota)
 		s.fileSize = fileSizeReader(in.Metrics)

@@ -16,8 +16,6 @@ limitations under the License.
 
 package space
 
-import ()
-
 // Ledger is what a run's writes did to etcd's space, kept for the run
 // that follows it in the same etcd. etcd's file keeps the pages a
 // compaction freed until a defragmentation, and the API server's gauge is
@@ -27,17 +25,17 @@ type Ledger struct {
 	// InUse is the part of etcd's database the run's budget counted as in
 	// use when it started: the file's size, or less when it followed runs
 	// whose writes were compacted since.
-	InUse int64
+	InUse int64 `json:"inUse,omitempty"`
 	// Peak is the most bytes that the run's writes, and those of the runs
 	// before it in a row, held at once before a compaction freed them, as
 	// charged (WriteCost).
-	Peak int64
+	Peak int64 `json:"peak,omitempty"`
 	// Outstanding is the bytes of the run's writes not known to be
 	// compacted when it last reported, and Revision the highest revision
 	// its writes were given: a run that follows holds those bytes until
 	// etcd compacted past Revision.
-	Outstanding int64
-	Revision    uint64
+	Outstanding int64  `json:"outstanding,omitempty"`
+	Revision    uint64 `json:"revision,omitempty"`
 }
 
 // inUse is the part of a database of size file that the rule counts as in

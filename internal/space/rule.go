@@ -20,8 +20,10 @@ limitations under the License.
 // budget from etcd's database and quota (rule.go) and the one that judges
 // the file while a run writes (file.go); the ledger a run hands on to the
 // run that follows it (ledger.go); the gate every write of a graduation
-// passes (gate.go); and how a budget is set up from what the API server
-// tells (inputs.go).
+// passes (gate.go); how a budget is set up from what the API server tells
+// (inputs.go); the one budget every writer to an etcd shares in a process
+// (pool.go), and between processes through the ledger the cluster keeps
+// (shared.go, how it is split; lease.go, where it is kept).
 //
 // The etcd space budget. Every rewrite stores a new revision of the object
 // in etcd; the old one stays until the API server compacts past the

@@ -138,6 +138,14 @@ func TestTheBaseClusterRoleIsTheGeneratedOne(t *testing.T) {
 	if diff := cmp.Diff(readYAML[rbacv1.Role](t, "config", "rbac", "leader_election_role.yaml").Rules, lease.Rules); diff != "" {
 		t.Errorf("the lease Role differs from config/rbac/leader_election_role.yaml (-kustomize +chart):\n%s", diff)
 	}
+	// The etcd space ledger's Role is in kube-system, where its Lease is.
+	ledger := convert[rbacv1.Role](t, chart.Find(objs, "Role", release+"-etcd-space-ledger"))
+	if ledger.Namespace != "kube-system" {
+		t.Errorf("the etcd space ledger's Role is in namespace %q, want kube-system", ledger.Namespace)
+	}
+	if diff := cmp.Diff(readYAML[rbacv1.Role](t, "config", "rbac", "space-ledger", "role.yaml").Rules, ledger.Rules); diff != "" {
+		t.Errorf("the etcd space ledger's Role differs from config/rbac/space-ledger/role.yaml (-kustomize +chart):\n%s", diff)
+	}
 	migrate := convert[rbacv1.ClusterRole](t, chart.Find(objs, "ClusterRole", release+"-migrate"))
 	if diff := cmp.Diff(readYAML[rbacv1.ClusterRole](t, "config", "rbac", "migrate_role.yaml").AggregationRule, migrate.AggregationRule); diff != "" {
 		t.Errorf("the migrate ClusterRole's aggregation differs from config/rbac/migrate_role.yaml (-kustomize +chart):\n%s", diff)

@@ -133,7 +133,7 @@ var _ = Describe("The Helm chart's RBAC, with the manager running as its Service
 					continue
 				}
 				Expect(k8sClient.Create(ctx, obj)).To(Succeed(), "create %s %s", obj.GetKind(), obj.GetName())
-				if obj.GetNamespace() == "" {
+				if obj.GetNamespace() != namespace { // cluster-wide, or in kube-system (the etcd space ledger's Role)
 					DeferCleanup(func(ctx context.Context) { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, obj))).To(Succeed()) })
 				}
 				if _, ok := obj.Object["aggregationRule"]; ok {

@@ -90,15 +90,18 @@ var _ = Describe("a migration never fills etcd", Ordered, func() {
 		AddReportEntry("300 B objects", map[string]any{"with budget": took.String(), "without": tookOff.String()})
 	})
 
+	// Before the specs that leave their populations in etcd.
+	sharedBudgetSpecs()
+
 	It("graduates the second CRD of a fleet near the ceiling at the first one's pace, after the first grew etcd's file", func(ctx SpecContext) {
 		// Two CRDs of a selector policy, of as many objects each, hold
 		// about 62% of the quota between them, each pass about three
 		// budgets. The first one's run grows
 		// etcd's file to about the ceiling; the second follows it with its
-		// space ledger, as the operator's driver hands it from one CRD to
-		// the next (internal/driver's spaceHistory, one graduation at a
-		// time). Without the ledger the second run would read the grown
-		// file and start at the floor, 3 MiB per compaction.
+		// space ledger, as every writer to the etcd hands it to the next
+		// (space.Pool, in the process, and the Lease between processes).
+		// Without the ledger the second run would read the grown file and
+		// start at the floor, 3 MiB per compaction.
 		// The fleet starts from a database that is its live data, whatever
 		// the specs before it left in etcd's file: the passes' size
 		// against the budget is then the same in the suite and alone.

@@ -57,7 +57,7 @@ var env *envtestutil.Env
 
 func TestQuota(t *testing.T) {
 	if os.Getenv("QUOTA_SUITE") == "" {
-		t.Skip("about 13 minutes (six compaction-paced runs on a 192 MiB etcd): run it with `make test-quota` (QUOTA_SUITE=1)")
+		t.Skip("about 20 minutes (compaction-paced runs on a 192 MiB etcd, three CLI processes at once among them): run it with `make test-quota` (QUOTA_SUITE=1)")
 	}
 	envsuite.RunSpecs(t, "etcd space quota suite (envtest, 192 MiB etcd, 30 s compactions)")
 }
