@@ -67,6 +67,7 @@ const (
 	ReasonMigrationFailed      = graduation.ReasonMigrationFailed
 	ReasonStoredVersionsPruned = "StoredVersionsPruned"
 	ReasonStorageSwitched      = "StorageVersionSwitched"
+	ReasonVersionServed        = "VersionServed"
 	ReasonVersionsDeprecated   = "VersionsDeprecated"
 	ReasonVersionsUnserved     = "VersionsUnserved"
 	ReasonManagedFieldsCleaned = "ManagedFieldsCleaned"
