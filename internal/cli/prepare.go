@@ -334,6 +334,7 @@ func (o *PrepareOptions) prepareCluster(ctx context.Context, t cluster, view *cl
 		}
 		return pc, err
 	}
+	c.Against, c.Context = o.scan.against, t.Context
 	plan := prepare.For(c)
 	pc.Reported = plan.Reported
 	for _, p := range plan.CRDs {

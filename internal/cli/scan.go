@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -215,7 +216,8 @@ type scanned struct {
 // Run scans every cluster and reports; see the command's exit codes.
 func (o *ScanOptions) Run(ctx context.Context) error {
 	results, errs := eachCluster(ctx, o.targets, o.clusters.parallel, func(ctx context.Context, cfg *rest.Config) (scanned, error) {
-		return readScan(ctx, cfg, o.release, o.config)
+		i := slices.IndexFunc(o.targets, func(t cluster) bool { return t.Config == cfg })
+		return o.readScan(ctx, o.targets[i])
 	})
 	out := map[string]ClusterScan{}
 	contexts := make([]string, len(o.targets))
@@ -317,12 +319,12 @@ func printScanTable(w io.Writer, contexts []string, clusters map[string]ClusterS
 }
 
 // readScan reads one cluster, with clients of its own, and runs the rules.
-func readScan(ctx context.Context, cfg *rest.Config, release map[string]*apiextensionsv1.CustomResourceDefinition,
-	config check.Config) (scanned, error) {
-	c, notChecked, err := readCluster(ctx, cfg, release, config)
+func (o *ScanOptions) readScan(ctx context.Context, t cluster) (scanned, error) {
+	c, notChecked, err := readCluster(ctx, t.Config, o.release, o.config)
 	if err != nil {
 		return scanned{notChecked: notChecked}, err
 	}
+	c.Against, c.Context = o.against, t.Context
 	return scanned{crds: len(c.CRDs), findings: scan.Scan(c), notChecked: notChecked}, nil
 }
 

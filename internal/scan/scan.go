@@ -133,6 +133,11 @@ type Cluster struct {
 	// (--against), checked with graduator check's rules and Config.
 	Release map[string]*apiextensionsv1.CustomResourceDefinition
 	Config  check.Config
+	// Against are the release's sources as --against named them, and
+	// Context the cluster's kubeconfig context: advice that runs prepare
+	// names them, so that it can be run as written.
+	Against []string
+	Context string
 }
 
 // Scan runs every rule over a cluster and returns the findings, sorted by
@@ -150,7 +155,7 @@ func Scan(c Cluster) []Finding {
 		out = append(out, PolicyStalled(crd, c.Policies)...)
 	}
 	if c.Release != nil {
-		out = append(out, Against(c.CRDs, c.Release, c.Config)...)
+		out = append(out, Against(c)...)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -354,16 +359,15 @@ func PolicyStalled(crd *apiextensionsv1.CustomResourceDefinition, policies map[s
 // Against is graduator check between this cluster's CRDs and a release's:
 // this release would be refused here, or would orphan objects here. Only
 // the CRDs the release ships are compared (a cluster holds other projects').
-func Against(live []apiextensionsv1.CustomResourceDefinition, release map[string]*apiextensionsv1.CustomResourceDefinition,
-	cfg check.Config) []Finding {
+func Against(c Cluster) []Finding {
 	old := map[string]*apiextensionsv1.CustomResourceDefinition{}
-	for i := range live {
-		if _, ok := release[live[i].Name]; ok {
-			old[live[i].Name] = &live[i]
+	for i := range c.CRDs {
+		if _, ok := c.Release[c.CRDs[i].Name]; ok {
+			old[c.CRDs[i].Name] = &c.CRDs[i]
 		}
 	}
 	var out []Finding
-	for _, f := range check.Compare(old, release, cfg) {
+	for _, f := range check.Compare(old, c.Release, c.Config) {
 		sev := Warning
 		if f.Enforcement == check.Error {
 			sev = Error
@@ -376,8 +380,54 @@ func Against(live []apiextensionsv1.CustomResourceDefinition, release map[string
 			CRD: f.CRD, Rule: RuleReleasePrefix + f.Rule, Severity: sev, Why: why,
 			Fix: fmt.Sprintf("graduator check cluster RELEASE --context CONTEXT shows it; rule %s (graduator check --list-rules)", f.Rule),
 		})
+		if f.Rule == "stored-version-removed" && old[f.CRD] != nil && f.Version == graduation.StorageVersion(old[f.CRD]) {
+			storageRemoved(&out[len(out)-1], f.Version, graduation.StorageVersion(c.Release[f.CRD]), c)
+		}
 	}
 	return out
+}
+
+// storageRemoved is the advice of release/stored-version-removed where
+// the removed version is the cluster's storage version: migrating cannot
+// help (every object is already stored in it). A release that stores an
+// older version is a rollback, which `graduator prepare --against` carries
+// out; one that stores a newer version needs the release between them.
+func storageRemoved(f *Finding, from, target string, c Cluster) {
+	if target == "" || !graduation.IsRollback(from, target) {
+		f.Fix = fmt.Sprintf("apply a release that serves %s and stores a newer version first, then %s", from, PrepareCommand(c))
+		return
+	}
+	f.Why = fmt.Sprintf("%s is the storage version here (every object is stored in it) and the release drops it for the older %s: "+
+		"the API server refuses the release until every object is rewritten as %s and storedVersions is [%s]", from, target, target, target)
+	f.Fix = fmt.Sprintf("%s (a rollback: it serves %s, proves the round trip, makes %s the storage version, rewrites every object "+
+		"and prunes storedVersions; --dry-run shows the plan)", PrepareCommand(c), target, target)
+}
+
+// PrepareCommand is `graduator prepare` against the cluster's release, as
+// the scan was told it.
+func PrepareCommand(c Cluster) string {
+	cmd := "graduator prepare"
+	against := c.Against
+	if len(against) == 0 {
+		against = []string{"RELEASE"}
+	}
+	for _, a := range against {
+		cmd += " --against " + shellQuote(a)
+	}
+	if c.Context != "" {
+		cmd += " --context " + shellQuote(c.Context)
+	}
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func webhookService(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.ServiceReference {

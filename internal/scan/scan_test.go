@@ -170,3 +170,39 @@ func TestSeverityThresholds(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestStorageVersionRemovedAdvice(t *testing.T) {
+	stored := ver{name: "v2", served: true, storage: true}
+	for _, tc := range []struct {
+		name    string
+		release ver
+		fix     []string
+	}{
+		{name: "a release that stores an older version is rolled back by prepare",
+			release: ver{name: "v1", served: true, storage: true},
+			fix:     []string{"graduator prepare --against 'rel ease/' --against - --context prod-eu", "a rollback", "makes v1 the storage version"}},
+		{name: "a release that stores a newer version needs the release between",
+			release: ver{name: "v3", served: true, storage: true},
+			fix:     []string{"apply a release that serves v2 and stores a newer version first", "graduator prepare --against"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd([]string{"v2"}, ver{name: "v1"}, stored)},
+				Release: map[string]*apiextensionsv1.CustomResourceDefinition{"pizzas.example.com": ptr(crd(nil, tc.release))},
+				Against: []string{"rel ease/", "-"}, Context: "prod-eu"}
+			var fix string
+			for _, f := range Scan(c) {
+				if f.Rule == RuleReleasePrefix+"stored-version-removed" {
+					fix = f.Fix
+				}
+			}
+			for _, part := range tc.fix {
+				if !strings.Contains(fix, part) {
+					t.Errorf("fix %q does not say %q", fix, part)
+				}
+			}
+			if strings.Contains(fix, "graduator migrate") {
+				t.Errorf("fix %q names migrate, which has nothing to do here", fix)
+			}
+		})
+	}
+}
