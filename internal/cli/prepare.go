@@ -490,8 +490,6 @@ func (o *PrepareOptions) prepareCRD(ctx context.Context, d *driver.Driver, crd *
 		}
 	case out.Failure() != nil:
 		crd.Outcome, crd.Refused = OutcomeRefused, out.Failure().Error()
-	case out.Step.Phase == graduatorv1alpha1.PhaseBlocked:
-		crd.Outcome, crd.Refused = OutcomeRefused, out.Step.Message()
 	case result.Failed > 0:
 		crd.Outcome, crd.Refused = OutcomeRefused, fmt.Sprintf("%d objects could not be rewritten (%s); storedVersions not pruned",
 			result.Failed, firstFailure(result.Failures))

@@ -188,6 +188,39 @@ var _ = Describe("graduator prepare rolling back to a release that knows only v1
 			}
 		}
 	})
+
+	It("names a storage version set by hand without serving it at once, and prepare serves it", func(ctx SpecContext) {
+		plantGraduated(ctx, p.env, "Zeta", true, n)
+		By("storage switched to v1 by hand while v1 is not served: the API server accepts it")
+		name := "zetas." + prepGroup
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := p.env.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+				return err
+			}
+			crd.Spec.Versions[0].Storage, crd.Spec.Versions[1].Storage = true, false
+			return p.env.Client.Update(ctx, crd)
+		})).To(Succeed())
+
+		code, out, errOut := runPrepare(config, "migrate", name, "--context", p.name)
+		GinkgoWriter.Printf("migrate:\n%s\n%s\n", out, errOut)
+		Expect(code).NotTo(BeZero())
+		Expect(errOut).To(ContainSubstring("v1 is the storage version of " + name + " but is not served"))
+		Expect(errOut).To(ContainSubstring("serve v1"))
+		Expect(errOut).NotTo(ContainSubstring("waited longer than"))
+
+		data, err := yaml.Marshal(releaseN("Zeta"))
+		Expect(err).NotTo(HaveOccurred())
+		zeta := filepath.Join(GinkgoT().TempDir(), "release-n-zeta.yaml")
+		Expect(os.WriteFile(zeta, data, 0o600)).To(Succeed())
+		code, out, errOut = runPrepare(config, "prepare", "--against", zeta, "--context", p.name, "--dry-run")
+		Expect(code).To(BeZero(), errOut)
+		Expect(out).To(ContainSubstring(name + ": Planned: serve v1 (its schema from the cluster's CRD), migrate to v1 and prune"))
+		code, out, errOut = runPrepare(config, "prepare", "--against", zeta, "--context", p.name)
+		Expect(code).To(BeZero(), "%s\n%s", out, errOut)
+		Expect(storedAs(ctx, p, "zetas")).To(Equal(map[string]int{prepGroup + "/v1": n}))
+		Expect(applyRelease(ctx, p, []string{"Zeta"})).To(Succeed())
+	})
 })
 
 // applyRelease updates each kind's CRD to release N's, as helm rollback
