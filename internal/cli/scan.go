@@ -86,6 +86,7 @@ severity, why, and the command or policy that fixes it:
   error    stale-stored-versions             status.storedVersions lists a version besides the
                                              storage version: a release that drops it is refused
   warning  stored-version-not-served         a stored version is no longer served
+  error    storage-version-not-served        the storage version is not served: nothing can settle
   warning  deprecated-storage-version        the storage version is deprecated
   warning  deprecated-version-not-retired    a deprecated version is served and the CRD's policy does
                                              not unserve it (info where no policy governs the CRD:

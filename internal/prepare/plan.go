@@ -102,7 +102,8 @@ func (p Plan) Migrations() int {
 
 // actedOn are the scan's rules a CRD's plan answers: listed in the plan,
 // not reported again.
-var actedOn = []string{scan.RuleStaleStoredVersions, scan.RuleStoredNotServed, scan.RuleReleasePrefix + "stored-version-removed"}
+var actedOn = []string{scan.RuleStaleStoredVersions, scan.RuleStoredNotServed, scan.RuleStorageNotServed,
+	scan.RuleReleasePrefix + "stored-version-removed"}
 
 // For decides the plan of one cluster from what the scan read of it (with
 // c.Release set: the release's CRDs). Only CRDs the release ships and the

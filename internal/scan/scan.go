@@ -62,6 +62,7 @@ func ParseSeverity(s string) (Severity, error) {
 const (
 	RuleStaleStoredVersions      = "stale-stored-versions"
 	RuleStoredNotServed          = "stored-version-not-served"
+	RuleStorageNotServed         = "storage-version-not-served"
 	RuleDeprecatedStorageVersion = "deprecated-storage-version"
 	RuleDeprecatedServedNoRetire = "deprecated-version-not-retired"
 	RuleWebhookNoEndpoint        = "conversion-webhook-no-endpoint"
@@ -148,6 +149,7 @@ func Scan(c Cluster) []Finding {
 		crd := &c.CRDs[i]
 		out = append(out, StaleStoredVersions(crd)...)
 		out = append(out, StoredNotServed(crd)...)
+		out = append(out, StorageNotServed(crd)...)
 		out = append(out, DeprecatedStorageVersion(crd)...)
 		out = append(out, DeprecatedServedNotRetired(crd, c.PolicyAPI, c.Policies)...)
 		out = append(out, ConversionWebhook(crd, c.Services)...)
@@ -204,6 +206,24 @@ func StoredNotServed(crd *apiextensionsv1.CustomResourceDefinition) []Finding {
 		})
 	}
 	return out
+}
+
+// StorageNotServed: the storage version is not served (the API server
+// accepts a switch to an unserved version). Discovery shows no hash for
+// it, so no migration into it can settle, and no client reads objects at
+// the version they are stored in.
+func StorageNotServed(crd *apiextensionsv1.CustomResourceDefinition) []Finding {
+	storage := graduation.StorageVersion(crd)
+	if storage == "" || served(crd, storage) {
+		return nil
+	}
+	return []Finding{{
+		CRD: crd.Name, Rule: RuleStorageNotServed, Severity: Error,
+		Why: fmt.Sprintf("the storage version %s is not served: discovery shows no hash for it, so no migration into it can "+
+			"settle, and clients cannot read objects at the version they are stored in", storage),
+		Fix: fmt.Sprintf("set served: true on %s in the CRD manifest, or run graduator prepare --against the release, which "+
+			"serves it", storage),
+	}}
 }
 
 // DeprecatedStorageVersion: the version every object is written in is

@@ -206,4 +206,3 @@ var _ = Describe("graduator prepare rolling back across a conversion webhook", O
 		}
 	})
 })
-
