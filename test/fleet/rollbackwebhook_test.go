@@ -17,16 +17,10 @@ limitations under the License.
 package fleet_test
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -45,35 +39,8 @@ import (
 
 	"github.com/graduator/graduator/internal/driver"
 	"github.com/graduator/graduator/test/envtestutil"
+	"github.com/graduator/graduator/test/envtestutil/envsuite"
 )
-
-// startConversionWebhook runs test/roundtripwebhook (v1's spec.color is
-// v2's spec.colour) with a serving certificate of its own until the
-// container ends; it returns the CRD's webhook client config.
-func startConversionWebhook() *apiextensionsv1.WebhookClientConfig {
-	GinkgoHelper()
-	bin, err := gexec.Build("github.com/graduator/graduator/test/roundtripwebhook")
-	Expect(err).NotTo(HaveOccurred())
-	certs := &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
-	Expect(certs.PrepWithoutInstalling()).To(Succeed())
-	DeferCleanup(certs.Cleanup)
-	port := strconv.Itoa(certs.LocalServingPort)
-	session, err := gexec.Start(exec.Command(bin, "--port", port, "--cert-dir", certs.LocalServingCertDir), GinkgoWriter, GinkgoWriter)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { session.Terminate().Wait(10 * time.Second) })
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certs.LocalServingCAData)
-	Eventually(func() error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", net.JoinHostPort("127.0.0.1", port),
-			&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
-		if err == nil {
-			_ = conn.Close()
-		}
-		return err
-	}).WithTimeout(20 * time.Second).Should(Succeed())
-	url := "https://" + net.JoinHostPort("127.0.0.1", port) + "/convert"
-	return &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: certs.LocalServingCAData}
-}
 
 // epsilons is epsilons.prepare.example: v1's spec has color; v2's has
 // colour and only2, which v1 cannot hold. With a webhook it converts
@@ -136,7 +103,9 @@ var _ = Describe("graduator prepare rolling back across a conversion webhook", O
 		Expect(clientcmd.WriteToFile(*kc, config)).To(Succeed())
 
 		By(fmt.Sprintf("release N+1: %d epsilons stored as v2 through the conversion webhook, each with spec.only2", n))
-		crd := epsilons(startConversionWebhook())
+		bin, err := gexec.Build("github.com/graduator/graduator/test/roundtripwebhook")
+		Expect(err).NotTo(HaveOccurred())
+		crd := epsilons(envsuite.StartConversionWebhook(bin))
 		Expect(p.env.Client.Create(ctx, crd)).To(Succeed())
 		Expect(envtestutil.WaitServed(ctx, p.env.Client, p.env.Dynamic, crd.Name)).To(Succeed())
 		gvr := schema.GroupVersionResource{Group: prepGroup, Version: "v2", Resource: "epsilons"}
