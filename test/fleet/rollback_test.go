@@ -42,15 +42,15 @@ import (
 )
 
 // plantGraduated creates kind as release N+1 left it: v2 the storage
-// version and the only stored one, every object written as v2; v1 still
-// served unless unserved.
-func plantGraduated(ctx context.Context, env *envtestutil.Env, kind string, unserved bool, n int) {
+// version and the only stored one, every object written as v2; v1 as old
+// says (served, unserved), or not listed when old is nil.
+func plantGraduated(ctx context.Context, env *envtestutil.Env, kind string, old *version, n int) {
 	GinkgoHelper()
-	old := v1Served
-	if unserved {
-		old = v1Unserve
+	versions := []version{v2}
+	if old != nil {
+		versions = []version{*old, v2}
 	}
-	crd := prepCRD(kind, false, old, v2)
+	crd := prepCRD(kind, false, versions...)
 	Expect(env.Client.Create(ctx, crd)).To(Succeed())
 	Expect(envtestutil.WaitServed(ctx, env.Client, env.Dynamic, crd.Name)).To(Succeed())
 	gvr := schema.GroupVersionResource{Group: prepGroup, Version: "v2", Resource: crd.Spec.Names.Plural}
@@ -74,7 +74,7 @@ var _ = Describe("graduator prepare rolling back to a release that knows only v1
 		config  string
 		release string
 		n       = 100
-		kinds   = []string{"Gamma", "Delta"} // Gamma: v1 served; Delta: v1 unserved
+		kinds   = []string{"Gamma", "Delta", "Eta"} // Gamma: v1 served; Delta: v1 unserved; Eta: v1 not listed
 	)
 
 	BeforeAll(func(ctx SpecContext) {
@@ -108,8 +108,9 @@ var _ = Describe("graduator prepare rolling back to a release that knows only v1
 		config = filepath.Join(dir, "kubeconfig")
 		Expect(clientcmd.WriteToFile(*kc, config)).To(Succeed())
 
-		plantGraduated(ctx, p.env, "Gamma", false, n)
-		plantGraduated(ctx, p.env, "Delta", true, n)
+		plantGraduated(ctx, p.env, "Gamma", &v1Served, n)
+		plantGraduated(ctx, p.env, "Delta", &v1Unserve, n)
+		plantGraduated(ctx, p.env, "Eta", nil, n)
 		var docs []string
 		for _, kind := range kinds {
 			data, err := yaml.Marshal(releaseN(kind))
@@ -129,6 +130,7 @@ var _ = Describe("graduator prepare rolling back to a release that knows only v1
 		Expect(code).To(BeZero(), errOut)
 		Expect(out).To(ContainSubstring("gammas.prepare.example: Planned: roll back from v2 to v1: prove v2 -> v1 -> v2"))
 		Expect(out).To(ContainSubstring("deltas.prepare.example: Planned: roll back from v2 to v1: serve v1 (its schema from the cluster's CRD)"))
+		Expect(out).To(ContainSubstring("etas.prepare.example: Planned: roll back from v2 to v1: add v1 as the release defines it, served"))
 		Expect(out).To(ContainSubstring("rewrite every object as v1, prune storedVersions to [v1]"))
 		Expect(realWrites(p, preparer, "")).To(BeEmpty(), "the dry run wrote")
 	})
@@ -157,7 +159,7 @@ var _ = Describe("graduator prepare rolling back to a release that knows only v1
 		Expect(got["gone"].Outcome).To(Equal("Unreachable"))
 		a := got[p.name]
 		Expect(a.Outcome).To(Equal("Ready"), a.Why)
-		Expect(a.CRDs).To(HaveLen(2))
+		Expect(a.CRDs).To(HaveLen(len(kinds)))
 		for _, crd := range a.CRDs {
 			Expect(crd.Verdict).To(Equal("Rollback"), crd.CRD)
 			Expect(crd.Outcome).To(Equal("Ready"), crd.Refused)
@@ -190,7 +192,7 @@ var _ = Describe("graduator prepare rolling back to a release that knows only v1
 	})
 
 	It("names a storage version set by hand without serving it at once, and prepare serves it", func(ctx SpecContext) {
-		plantGraduated(ctx, p.env, "Zeta", true, n)
+		plantGraduated(ctx, p.env, "Zeta", &v1Unserve, n)
 		By("storage switched to v1 by hand while v1 is not served: the API server accepts it")
 		name := "zetas." + prepGroup
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
