@@ -198,7 +198,12 @@ func storedVersionRemoved(old, n *apiextensionsv1.CustomResourceDefinition) []Fi
 	}
 	var out []Finding
 	for _, v := range old.Status.StoredVersions {
-		if version(n, v) == nil {
+		switch {
+		case version(n, v) != nil:
+		case version(old, v) != nil && version(old, v).Storage:
+			// Every object is stored in it: migrating has nothing to do.
+			out = append(out, finding(v, "%s is removed but status.storedVersions still lists it: the API server refuses the CRD; it is the storage version, so every object must first be rewritten in a version the new CRD keeps (graduator prepare --against the release does it)", v))
+		default:
 			out = append(out, finding(v, "%s is removed but status.storedVersions still lists it: the API server refuses the CRD; migrate the objects and prune storedVersions first (graduator migrate %s --prune)", v, n.Name))
 		}
 	}

@@ -31,6 +31,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
@@ -80,8 +81,18 @@ Each such CRD is then migrated as graduator migrate --prune does it: the round-t
 first (a lossy conversion refuses that CRD, and nothing of it is written), every object
 rewritten in the storage version at background priority, then status.storedVersions
 pruned to it, never before a complete pass. Everything else the scan finds is reported,
-not acted on. A CRD whose storage version the release drops, or whose conversion webhook
-has no ready endpoint, is refused. --dry-run prints the plan and writes nothing.
+not acted on. A storage version the cluster does not serve is served first.
+
+A rollback (the release drops the version every object is stored in and stores an older
+one) is a graduation backwards: the older version is served if it is not (its schema
+from the cluster's CRD, or from the release when the cluster's CRD no longer lists it),
+the round trip newer -> older -> newer proved (a loss refuses, naming the paths, unless
+--accept-loss names them), the older version made the storage version, every object
+rewritten in it and status.storedVersions pruned to it. The conversion is served by the
+cluster's current webhook until the rewrite ends: keep it running.
+
+A CRD whose storage version the release drops for a newer one, or whose conversion
+webhook has no ready endpoint, is refused. --dry-run prints the plan and writes nothing.
 
 Clusters run in parallel (--parallel), the CRDs of one cluster one after another, each
 cluster with clients of its own. Before anything is written in a cluster, the caller's
@@ -293,6 +304,7 @@ func (o *PrepareOptions) prepareCluster(ctx context.Context, t cluster, view *cl
 		}
 		return pc, err
 	}
+	c.Against, c.Context = o.scan.against, t.Context
 	plan := prepare.For(c)
 	pc.Reported = plan.Reported
 	for _, p := range plan.CRDs {
@@ -323,7 +335,7 @@ func (o *PrepareOptions) prepareCluster(ctx context.Context, t cluster, view *cl
 		return pc, nil
 	}
 	for i := range pc.CRDs {
-		if pc.CRDs[i].Verdict != prepare.Migrate {
+		if pc.CRDs[i].Verdict == prepare.Refuse {
 			continue
 		}
 		if ctx.Err() != nil {
@@ -376,12 +388,11 @@ func clusterWhy(crds []PreparedCRD) string {
 func (o *PrepareOptions) mayPrepare(ctx context.Context, d *driver.Driver, c *scan.Cluster, plan prepare.Plan) (string, error) {
 	var denied []string
 	for _, p := range plan.CRDs {
-		if p.Verdict != prepare.Migrate {
+		if p.Verdict == prepare.Refuse {
 			continue
 		}
 		i := slices.IndexFunc(c.CRDs, func(crd apiextensionsv1.CustomResourceDefinition) bool { return crd.Name == p.CRD })
-		policy, _ := o.policy(ctx, d.Dynamic, p.CRD, migration.WriteToObject)
-		err := d.CheckAccess(ctx, policy, &c.CRDs[i], p.StorageVersion)
+		err := d.CheckAccess(ctx, o.policy(ctx, d, p), &c.CRDs[i], p.StorageVersion)
 		var deny *access.Denied
 		switch {
 		case errors.As(err, &deny):
@@ -410,14 +421,21 @@ func deniedAdvice(deny *access.Denied) string {
 
 // prepareCRD carries out one CRD's plan through the graduation's driver, as
 // `graduator migrate --prune` does: preflight and round-trip proof, the
-// migration, the prune. The graduation's state is kept on the CRD (see
+// migration, the prune; for a rollback (or a storage version not served)
+// the driver first serves the version and switches storage to it, the
+// proof before the switch. The graduation's state is kept on the CRD (see
 // prepareStore) so that a rerun resumes.
 func (o *PrepareOptions) prepareCRD(ctx context.Context, d *driver.Driver, crd *PreparedCRD) {
 	started := time.Now()
 	crd.StartedAt = &started
 	defer func() { now := time.Now(); crd.FinishedAt = &now }()
-	planned, _ := o.policy(ctx, d.Dynamic, crd.CRD, migration.WriteToObject)
-	store := &prepareStore{durable: &driver.CRDStore{Client: d.Client, Reader: d.Reader, Spec: planned.Spec, Name: crd.CRD}}
+	if crd.ServeFrom == prepare.ServeFromRelease {
+		if err := addVersion(ctx, d.Client, crd.CRD, o.scan.release[crd.CRD], crd.StorageVersion); err != nil {
+			crd.Outcome, crd.Refused = OutcomeUnfinished, err.Error()
+			return
+		}
+	}
+	store := &prepareStore{durable: &driver.CRDStore{Client: d.Client, Reader: d.Reader, Spec: o.policy(ctx, d, crd.CRDPlan).Spec, Name: crd.CRD}}
 	policy, err := store.Load(ctx)
 	if err != nil || policy == nil {
 		crd.Outcome, crd.Refused = OutcomeUnfinished, fmt.Sprintf("read the CRD: %v (deleted meanwhile?)", err)
@@ -459,6 +477,18 @@ func firstFailure(fs []migration.Failure) string {
 	return "first: " + fs[0].String()
 }
 
+// policy is the graduation prepare runs on a CRD: the engine flags' (GitOps
+// mode: the CRD's own storage version is the target), or managed mode with
+// the plan's storage version when prepare serves it or rolls back to it
+// (the switch is then prepare's own).
+func (o *PrepareOptions) policy(ctx context.Context, d *driver.Driver, p prepare.CRDPlan) *graduatorv1alpha1.CRDVersionPolicy {
+	policy, _ := o.engineFlags.policy(ctx, d.Dynamic, p.CRD, migration.WriteToObject)
+	if p.Verdict == prepare.Rollback || p.ServeFrom != "" {
+		policy.Spec.StorageVersion = p.StorageVersion
+	}
+	return policy
+}
+
 // prepareNeeds are the rights prepare needs on a CRD beyond migrating its
 // objects: patch the CRD (the annotation that keeps the graduation's
 // state) and its status (the prune).
@@ -477,7 +507,10 @@ func (o *PrepareOptions) driver(cfg *rest.Config, view *clusterView) (*driver.Dr
 	if err != nil {
 		return nil, err
 	}
-	allowed := []graduation.Action{graduation.ActionPreflight, graduation.ActionMigrate, graduation.ActionPrune}
+	// Serve and SwitchStorage are planned only in managed mode, which
+	// prepare takes for a rollback or a storage version not served.
+	allowed := []graduation.Action{graduation.ActionServe, graduation.ActionPreflight, graduation.ActionSwitchStorage,
+		graduation.ActionMigrate, graduation.ActionPrune}
 	return &driver.Driver{
 		Clients:          clients,
 		Reporter:         view,
@@ -528,4 +561,33 @@ func (s *prepareStore) Save(ctx context.Context, policy *graduatorv1alpha1.CRDVe
 		return nil
 	}
 	return s.durable.Save(ctx, policy)
+}
+
+// addVersion adds version to the CRD named name as the release defines it,
+// served and not the storage version: a rollback whose version the
+// cluster's CRD no longer lists. spec.versions is an atomic list, written
+// whole under an optimistic lock.
+func addVersion(ctx context.Context, c client.Client, name string, release *apiextensionsv1.CustomResourceDefinition, version string) error {
+	i := slices.IndexFunc(release.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == version })
+	if i < 0 {
+		return fmt.Errorf("add %s to %s: the release does not define it", version, name)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, live); err != nil {
+			return err
+		}
+		if slices.ContainsFunc(live.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == version }) {
+			return nil // added by an earlier run: the driver serves it
+		}
+		updated := live.DeepCopy()
+		added := *release.Spec.Versions[i].DeepCopy()
+		added.Served, added.Storage = true, false
+		updated.Spec.Versions = append(updated.Spec.Versions, added)
+		return c.Patch(ctx, updated, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil {
+		return fmt.Errorf("add %s to %s as the release defines it: %w", version, name, err)
+	}
+	return nil
 }

@@ -246,10 +246,13 @@ func printPrepared(w io.Writer, contexts []string, out map[string]PreparedCluste
 			s := fmt.Sprintf("  %s: %s", c.CRD, c.Outcome)
 			switch c.Outcome {
 			case OutcomeReady:
+				if c.Verdict == prepare.Rollback {
+					s += fmt.Sprintf(": rolled back from %s", c.From)
+				}
 				s += fmt.Sprintf(": %d rewritten as %s, %d skipped; storedVersions pruned to [%s]", c.Rewritten, c.StorageVersion,
 					c.Skipped, strings.Join(c.StoredVersions, ", "))
 			case OutcomePlanned:
-				s += fmt.Sprintf(": migrate to %s and prune, because %s", c.StorageVersion, strings.Join(c.Why, "; "))
+				s += ": " + plannedSteps(c.CRDPlan) + ", because " + strings.Join(c.Why, "; ")
 			default:
 				s += ": " + c.Refused
 			}
@@ -259,4 +262,27 @@ func printPrepared(w io.Writer, contexts []string, out map[string]PreparedCluste
 			_, _ = fmt.Fprintf(w, "  reported, not acted on: %s %s %s: %s\n", f.CRD, f.Severity, f.Rule, f.Why)
 		}
 	}
+}
+
+// plannedSteps says what prepare will do to a CRD, in order.
+func plannedSteps(p prepare.CRDPlan) string {
+	var steps []string
+	switch p.ServeFrom {
+	case prepare.ServeFromCluster:
+		steps = append(steps, fmt.Sprintf("serve %s (its schema from the cluster's CRD)", p.StorageVersion))
+	case prepare.ServeFromRelease:
+		steps = append(steps, fmt.Sprintf("add %s as the release defines it, served", p.StorageVersion))
+	}
+	if p.Verdict != prepare.Rollback {
+		return strings.Join(append(steps, fmt.Sprintf("migrate to %s and prune", p.StorageVersion)), ", ")
+	}
+	steps = append(steps, fmt.Sprintf("prove %s -> %s -> %s (a loss refuses, unless --accept-loss names it)", p.From, p.StorageVersion, p.From),
+		fmt.Sprintf("make %s the storage version", p.StorageVersion),
+		fmt.Sprintf("rewrite every object as %s", p.StorageVersion),
+		fmt.Sprintf("prune storedVersions to [%s]", p.StorageVersion))
+	s := "roll back from " + p.From + " to " + p.StorageVersion + ": " + strings.Join(steps, ", ")
+	if p.Webhook != "" {
+		s += fmt.Sprintf(", reading through the conversion webhook %s, which must keep running until the rewrite ends", p.Webhook)
+	}
+	return s
 }

@@ -81,3 +81,25 @@ func TestFleetViewTerminal(t *testing.T) {
 		}
 	}
 }
+
+// The dry run says each step of a CRD's plan, in the order it is taken.
+func TestPlannedSteps(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		plan prepare.CRDPlan
+		want string
+	}{
+		{"a migration", prepare.CRDPlan{Verdict: prepare.Migrate, StorageVersion: "v2"}, "migrate to v2 and prune"},
+		{"a storage version to serve", prepare.CRDPlan{Verdict: prepare.Migrate, StorageVersion: "v1", ServeFrom: prepare.ServeFromCluster},
+			"serve v1 (its schema from the cluster's CRD), migrate to v1 and prune"},
+		{"a rollback across a webhook", prepare.CRDPlan{Verdict: prepare.Rollback, StorageVersion: "v1", From: "v2",
+			ServeFrom: prepare.ServeFromRelease, Webhook: "Service ns/conv"},
+			"roll back from v2 to v1: add v1 as the release defines it, served, prove v2 -> v1 -> v2 (a loss refuses, unless " +
+				"--accept-loss names it), make v1 the storage version, rewrite every object as v1, prune storedVersions to [v1], " +
+				"reading through the conversion webhook Service ns/conv, which must keep running until the rewrite ends"},
+	} {
+		if got := plannedSteps(tc.plan); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -85,6 +86,7 @@ severity, why, and the command or policy that fixes it:
   error    stale-stored-versions             status.storedVersions lists a version besides the
                                              storage version: a release that drops it is refused
   warning  stored-version-not-served         a stored version is no longer served
+  error    storage-version-not-served        the storage version is not served: nothing can settle
   warning  deprecated-storage-version        the storage version is deprecated
   warning  deprecated-version-not-retired    a deprecated version is served and the CRD's policy does
                                              not unserve it (info where no policy governs the CRD:
@@ -215,7 +217,8 @@ type scanned struct {
 // Run scans every cluster and reports; see the command's exit codes.
 func (o *ScanOptions) Run(ctx context.Context) error {
 	results, errs := eachCluster(ctx, o.targets, o.clusters.parallel, func(ctx context.Context, cfg *rest.Config) (scanned, error) {
-		return readScan(ctx, cfg, o.release, o.config)
+		i := slices.IndexFunc(o.targets, func(t cluster) bool { return t.Config == cfg })
+		return o.readScan(ctx, o.targets[i])
 	})
 	out := map[string]ClusterScan{}
 	contexts := make([]string, len(o.targets))
@@ -317,12 +320,12 @@ func printScanTable(w io.Writer, contexts []string, clusters map[string]ClusterS
 }
 
 // readScan reads one cluster, with clients of its own, and runs the rules.
-func readScan(ctx context.Context, cfg *rest.Config, release map[string]*apiextensionsv1.CustomResourceDefinition,
-	config check.Config) (scanned, error) {
-	c, notChecked, err := readCluster(ctx, cfg, release, config)
+func (o *ScanOptions) readScan(ctx context.Context, t cluster) (scanned, error) {
+	c, notChecked, err := readCluster(ctx, t.Config, o.release, o.config)
 	if err != nil {
 		return scanned{notChecked: notChecked}, err
 	}
+	c.Against, c.Context = o.against, t.Context
 	return scanned{crds: len(c.CRDs), findings: scan.Scan(c), notChecked: notChecked}, nil
 }
 

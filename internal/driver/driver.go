@@ -69,6 +69,7 @@ const (
 	ReasonMigrationFailed      = graduation.ReasonMigrationFailed
 	ReasonStoredVersionsPruned = "StoredVersionsPruned"
 	ReasonStorageSwitched      = "StorageVersionSwitched"
+	ReasonVersionServed        = "VersionServed"
 	ReasonVersionsDeprecated   = "VersionsDeprecated"
 	ReasonVersionsUnserved     = "VersionsUnserved"
 	ReasonManagedFieldsCleaned = "ManagedFieldsCleaned"

@@ -67,6 +67,9 @@ func (d *Driver) steps() map[graduation.Action]step {
 			g.preflight = d.preflight(ctx, g, s.StorageVersion)
 			return nil
 		}},
+		graduation.ActionServe: {perform: func(ctx context.Context, g *run, s graduation.Step) error {
+			return d.serve(ctx, g, s.StorageVersion)
+		}},
 		graduation.ActionSwitchStorage: {perform: func(ctx context.Context, g *run, s graduation.Step) error {
 			return d.switchStorage(ctx, g, s.StorageVersion)
 		}},
@@ -277,6 +280,22 @@ func (d *Driver) switchStorage(ctx context.Context, g *run, target string) error
 	}
 	d.Reporter.Event(g.policy, crd, corev1.EventTypeNormal, ReasonStorageSwitched, "SwitchStorage",
 		fmt.Sprintf("the storage version is now %s (was %s)", target, from))
+	return nil
+}
+
+// serve serves version, the storage version to be (a rollback) or the one
+// the CRD stores without serving it.
+func (d *Driver) serve(ctx context.Context, g *run, version string) error {
+	crd := g.crd
+	if err := d.patchVersions(ctx, crd, func(v *apiextensionsv1.CustomResourceDefinitionVersion) {
+		if v.Name == version {
+			v.Served = true
+		}
+	}); err != nil {
+		return fmt.Errorf("serve %s of %s: %w", version, crd.Name, err)
+	}
+	d.Reporter.Event(g.policy, crd, corev1.EventTypeNormal, ReasonVersionServed, "Serve",
+		fmt.Sprintf("%s is served again, to become (or stay) the storage version", version))
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -93,6 +94,10 @@ func (p *planner) otherMigration(s Step, target string) (Step, bool) {
 // preflight before the first write passed.
 func (p *planner) startRun(s Step, target string, last *graduatorv1alpha1.MigrationStatus) Step {
 	if wait, ok := p.settling(target); ok {
+		if wait.wait == 0 {
+			p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonVersionNotServed, "%s", wait.why)
+			return p.blocked(s, ReasonVersionNotServed, "%s; nothing was rewritten", wait.why)
+		}
 		s.Phase = graduatorv1alpha1.PhaseMigrating
 		s.RequeueAfter = wait.wait
 		p.set(graduatorv1alpha1.ConditionMigrated, metav1.ConditionFalse, ReasonSettling,
@@ -389,20 +394,28 @@ func migratedMessage(run *graduatorv1alpha1.MigrationStatus, target string) stri
 }
 
 // settle is how long the migration still waits after the storage switch,
-// and why.
+// and why. A zero wait is a storage version that cannot settle, however
+// long the wait (it is not served); why then says what to do.
 type settle struct {
 	wait time.Duration
 	why  string
 }
 
 // settling reports how long to wait before the migration's checkpoint can be
-// taken. Discovery (through whichever API server answers) must advertise
+// taken. A storage version that is not served can never settle (discovery
+// shows no hash for it): that is said at once, with what to do, never
+// waited on. Discovery (through whichever API server answers) must advertise
 // the new storage version; then, where every API server can be asked, every
 // one must serve its hash, and ServersSettle must have passed since they
 // all did; where they cannot be asked, the settle delay must have passed
 // since the switch was observed, in the hope that every API server of an
 // HA control plane writes the new version by then.
 func (p *planner) settling(target string) (settle, bool) {
+	if !apihelpers.HasServedCRDVersion(p.crd, target) {
+		return settle{0, fmt.Sprintf("%s is the storage version of %s but is not served, so discovery never shows "+
+			"its hash and no wait can settle it: serve %s (served: true in the CRD), or let graduator prepare --against the "+
+			"release serve it for you", target, p.crd.Name, target)}, true
+	}
 	if !p.in.StorageSettled {
 		return settle{settlePollInterval, fmt.Sprintf("discovery does not advertise %s's hash yet", target)}, true
 	}

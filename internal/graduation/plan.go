@@ -42,6 +42,10 @@ const (
 	// ActionPreflight: run the preflight checks against Step.StorageVersion
 	// and plan again with their result.
 	ActionPreflight Action = "Preflight"
+	// ActionServe: set served: true on Step.StorageVersion, so that it can
+	// be read, proved and settled before it becomes (or while it is) the
+	// storage version.
+	ActionServe Action = "Serve"
 	// ActionSwitchStorage: set storage: true on Step.StorageVersion.
 	ActionSwitchStorage Action = "SwitchStorage"
 	// ActionMigrate: run (or resume) the storage migration to

@@ -23,6 +23,7 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 )
@@ -43,9 +44,7 @@ func (p *planner) checkVersions(s Step, target string, gitOps bool) (Step, bool)
 				target, p.crd.Name, strings.Join(versionNames(p.crd), ", ")), true
 		}
 		if !apihelpers.HasServedCRDVersion(p.crd, target) {
-			return p.blocked(s, ReasonVersionNotServed,
-				"version %s of %s is not served; serve it before making it the storage version; nothing was changed",
-				target, p.crd.Name), true
+			return p.unservedTarget(s, target)
 		}
 	}
 	// A listed version missing from the CRD is fine once the version has been
@@ -94,4 +93,48 @@ func (p *planner) storage(s Step, current, target string) (Step, bool) {
 	s.Action = ActionSwitchStorage
 	s.Phase = graduatorv1alpha1.PhaseSwitchingStorage
 	return p.finish(s, metav1.ConditionFalse, ReasonInProgress, "switching the storage version from %s to %s", current, target), true
+}
+
+// unservedTarget is a managed target that is not served. Serving it is
+// the first step of a rollback (a target older than the version the CRD
+// stores: what a GitOps rollback of the policy leaves after the newer
+// release unserved it) and of a CRD that stores the target without serving
+// it (discovery never shows an unserved version's hash, so nothing could
+// settle). A newer target is the policy author's to serve: unserved, it is
+// most likely a version not ready for clients.
+func (p *planner) unservedTarget(s Step, target string) (Step, bool) {
+	current := StorageVersion(p.crd)
+	if !Servable(current, target) {
+		return p.blocked(s, ReasonVersionNotServed,
+			"version %s of %s is not served; serve it before making it the storage version; nothing was changed",
+			target, p.crd.Name), true
+	}
+	s.Action = ActionServe
+	s.Phase = graduatorv1alpha1.PhasePreflight
+	if current == target {
+		p.set(graduatorv1alpha1.ConditionStorageVersionSet, metav1.ConditionFalse, ReasonVersionNotServed,
+			"the CRD stores %s without serving it; Graduator serves it first", target)
+		return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+			"serving %s, the storage version of %s: discovery shows no hash for an unserved version, so nothing could settle",
+			target, p.crd.Name), true
+	}
+	p.set(graduatorv1alpha1.ConditionStorageVersionSet, metav1.ConditionFalse, ReasonSwitchPending,
+		"rolling back: the CRD stores %s; Graduator serves %s, proves %s -> %s -> %s, then switches storage to %s",
+		current, target, current, target, current, target)
+	return p.finish(s, metav1.ConditionFalse, ReasonInProgress,
+		"rolling back from %s to %s: serving %s first", current, target, target), true
+}
+
+// Servable reports whether a graduation whose CRD stores current may
+// serve target itself (ActionServe): when it is the storage version
+// already, or a rollback to an older version (Kubernetes' version order).
+func Servable(current, target string) bool {
+	return current == target || (current != "" && IsRollback(current, target))
+}
+
+// IsRollback reports whether making target the storage version of a CRD
+// that stores current goes back to an older version (Kubernetes' version
+// order: v1alpha1 < v1beta1 < v1 < v2).
+func IsRollback(current, target string) bool {
+	return version.CompareKubeAwareVersionStrings(target, current) < 0
 }

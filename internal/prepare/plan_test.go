@@ -66,6 +66,8 @@ func TestFor(t *testing.T) {
 		want     map[string]Verdict
 		why      string // a substring of the first CRD's first reason
 		reported []string
+		// serveFrom and from are the first CRD's.
+		serveFrom, from string
 	}{{
 		name:    "a stored version the release drops is migrated",
 		cluster: scan.Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd("as", []string{"v1", "v2"}, v1, v2)}, Release: release(crd("as", nil, v2))},
@@ -116,6 +118,42 @@ func TestFor(t *testing.T) {
 			Services: map[scan.ServiceKey]scan.Service{{Namespace: "ns", Name: "conv"}: {ReadyEndpoints: 1}}, Release: release(crd("as", nil, v2))},
 		want: map[string]Verdict{"as.example.com": Migrate},
 		why:  "which the release drops",
+	}, {
+		name: "a release that stores an older version than the cluster's rolls back",
+		cluster: scan.Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd("as", []string{"v2"}, v1, v2)},
+			Release: release(crd("as", nil, v{"v1", true, true}))},
+		want: map[string]Verdict{"as.example.com": Rollback}, from: "v2",
+		why: "the release drops v2, the version every object here is stored in, and stores the older v1",
+	}, {
+		name: "a rollback serves the older version when the cluster's CRD has it unserved",
+		cluster: scan.Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd("as", []string{"v2"}, v1Unserved, v2)},
+			Release: release(crd("as", nil, v{"v1", true, true}))},
+		want: map[string]Verdict{"as.example.com": Rollback}, from: "v2", serveFrom: ServeFromCluster,
+	}, {
+		name: "a rollback adds the older version from the release when the cluster's CRD no longer lists it",
+		cluster: scan.Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd("as", []string{"v2"}, v2)},
+			Release: release(crd("as", nil, v{"v1", true, true}))},
+		want: map[string]Verdict{"as.example.com": Rollback}, from: "v2", serveFrom: ServeFromRelease,
+	}, {
+		name: "a rollback across a conversion webhook names it: it must run until the rewrite ends",
+		cluster: scan.Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{webhook(crd("as", []string{"v2"}, v1, v2))},
+			Services: map[scan.ServiceKey]scan.Service{{Namespace: "ns", Name: "conv"}: {ReadyEndpoints: 1}},
+			Release:  release(crd("as", nil, v{"v1", true, true}))},
+		want: map[string]Verdict{"as.example.com": Rollback}, from: "v2",
+		why: "current webhook (Service ns/conv) until every object is rewritten",
+	}, {
+		name: "a rollback across a conversion webhook without endpoints is refused",
+		cluster: scan.Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{webhook(crd("as", []string{"v2"}, v1, v2))},
+			Services: map[scan.ServiceKey]scan.Service{{Namespace: "ns", Name: "conv"}: {}},
+			Release:  release(crd("as", nil, v{"v1", true, true}))},
+		want: map[string]Verdict{"as.example.com": Refuse}, from: "v2",
+		why: "has no ready endpoint",
+	}, {
+		name: "a storage version the cluster does not serve is served first",
+		cluster: scan.Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd("as", []string{"v2", "v1"}, v{name: "v1", stored: true}, v{"v2", true, false})},
+			Release: release(crd("as", nil, v{"v1", true, true}))},
+		want: map[string]Verdict{"as.example.com": Migrate}, serveFrom: ServeFromCluster,
+		why: "lists v2, which the release drops",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,6 +169,9 @@ func TestFor(t *testing.T) {
 				if got[name] != verdict {
 					t.Errorf("%s: %s, want %s", name, got[name], verdict)
 				}
+			}
+			if len(plan.CRDs) > 0 && (plan.CRDs[0].ServeFrom != tt.serveFrom || plan.CRDs[0].From != tt.from) {
+				t.Errorf("serveFrom %q from %q, want %q and %q", plan.CRDs[0].ServeFrom, plan.CRDs[0].From, tt.serveFrom, tt.from)
 			}
 			if tt.why != "" && !strings.Contains(strings.Join(plan.CRDs[0].Why, "; "), tt.why) {
 				t.Errorf("why %q, want it to say %q", plan.CRDs[0].Why, tt.why)

@@ -62,6 +62,7 @@ func ParseSeverity(s string) (Severity, error) {
 const (
 	RuleStaleStoredVersions      = "stale-stored-versions"
 	RuleStoredNotServed          = "stored-version-not-served"
+	RuleStorageNotServed         = "storage-version-not-served"
 	RuleDeprecatedStorageVersion = "deprecated-storage-version"
 	RuleDeprecatedServedNoRetire = "deprecated-version-not-retired"
 	RuleWebhookNoEndpoint        = "conversion-webhook-no-endpoint"
@@ -133,6 +134,11 @@ type Cluster struct {
 	// (--against), checked with graduator check's rules and Config.
 	Release map[string]*apiextensionsv1.CustomResourceDefinition
 	Config  check.Config
+	// Against are the release's sources as --against named them, and
+	// Context the cluster's kubeconfig context: advice that runs prepare
+	// names them, so that it can be run as written.
+	Against []string
+	Context string
 }
 
 // Scan runs every rule over a cluster and returns the findings, sorted by
@@ -143,6 +149,7 @@ func Scan(c Cluster) []Finding {
 		crd := &c.CRDs[i]
 		out = append(out, StaleStoredVersions(crd)...)
 		out = append(out, StoredNotServed(crd)...)
+		out = append(out, StorageNotServed(crd)...)
 		out = append(out, DeprecatedStorageVersion(crd)...)
 		out = append(out, DeprecatedServedNotRetired(crd, c.PolicyAPI, c.Policies)...)
 		out = append(out, ConversionWebhook(crd, c.Services)...)
@@ -150,7 +157,7 @@ func Scan(c Cluster) []Finding {
 		out = append(out, PolicyStalled(crd, c.Policies)...)
 	}
 	if c.Release != nil {
-		out = append(out, Against(c.CRDs, c.Release, c.Config)...)
+		out = append(out, Against(c)...)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -199,6 +206,24 @@ func StoredNotServed(crd *apiextensionsv1.CustomResourceDefinition) []Finding {
 		})
 	}
 	return out
+}
+
+// StorageNotServed: the storage version is not served (the API server
+// accepts a switch to an unserved version). Discovery shows no hash for
+// it, so no migration into it can settle, and no client reads objects at
+// the version they are stored in.
+func StorageNotServed(crd *apiextensionsv1.CustomResourceDefinition) []Finding {
+	storage := graduation.StorageVersion(crd)
+	if storage == "" || served(crd, storage) {
+		return nil
+	}
+	return []Finding{{
+		CRD: crd.Name, Rule: RuleStorageNotServed, Severity: Error,
+		Why: fmt.Sprintf("the storage version %s is not served: discovery shows no hash for it, so no migration into it can "+
+			"settle, and clients cannot read objects at the version they are stored in", storage),
+		Fix: fmt.Sprintf("set served: true on %s in the CRD manifest, or run graduator prepare --against the release, which "+
+			"serves it", storage),
+	}}
 }
 
 // DeprecatedStorageVersion: the version every object is written in is
@@ -354,16 +379,15 @@ func PolicyStalled(crd *apiextensionsv1.CustomResourceDefinition, policies map[s
 // Against is graduator check between this cluster's CRDs and a release's:
 // this release would be refused here, or would orphan objects here. Only
 // the CRDs the release ships are compared (a cluster holds other projects').
-func Against(live []apiextensionsv1.CustomResourceDefinition, release map[string]*apiextensionsv1.CustomResourceDefinition,
-	cfg check.Config) []Finding {
+func Against(c Cluster) []Finding {
 	old := map[string]*apiextensionsv1.CustomResourceDefinition{}
-	for i := range live {
-		if _, ok := release[live[i].Name]; ok {
-			old[live[i].Name] = &live[i]
+	for i := range c.CRDs {
+		if _, ok := c.Release[c.CRDs[i].Name]; ok {
+			old[c.CRDs[i].Name] = &c.CRDs[i]
 		}
 	}
 	var out []Finding
-	for _, f := range check.Compare(old, release, cfg) {
+	for _, f := range check.Compare(old, c.Release, c.Config) {
 		sev := Warning
 		if f.Enforcement == check.Error {
 			sev = Error
@@ -376,8 +400,56 @@ func Against(live []apiextensionsv1.CustomResourceDefinition, release map[string
 			CRD: f.CRD, Rule: RuleReleasePrefix + f.Rule, Severity: sev, Why: why,
 			Fix: fmt.Sprintf("graduator check cluster RELEASE --context CONTEXT shows it; rule %s (graduator check --list-rules)", f.Rule),
 		})
+		if f.Rule == "stored-version-removed" && old[f.CRD] != nil && f.Version == graduation.StorageVersion(old[f.CRD]) {
+			storageRemoved(&out[len(out)-1], f.Version, graduation.StorageVersion(c.Release[f.CRD]), c)
+		}
 	}
 	return out
+}
+
+// storageRemoved is the advice of release/stored-version-removed where
+// the removed version is the cluster's storage version: migrating cannot
+// help (every object is already stored in it). A release that stores an
+// older version is a rollback, which `graduator prepare --against` carries
+// out; one that stores a newer version needs the release between them.
+func storageRemoved(f *Finding, from, target string, c Cluster) {
+	if target == "" || !graduation.IsRollback(from, target) {
+		f.Fix = fmt.Sprintf("apply a release that serves %s and stores a newer version first, then %s", from, PrepareCommand(c))
+		return
+	}
+	f.Why = fmt.Sprintf("%s is the storage version here (every object is stored in it) and the release drops it for the older %s: "+
+		"the API server refuses the release until every object is rewritten as %s and storedVersions is [%s]", from, target, target, target)
+	f.Fix = fmt.Sprintf("%s (a rollback: it serves %s, proves the round trip, makes %s the storage version, rewrites every object "+
+		"and prunes storedVersions; --dry-run shows the plan)", PrepareCommand(c), target, target)
+}
+
+// PrepareCommand is `graduator prepare` against the cluster's release, as
+// the scan was told it.
+func PrepareCommand(c Cluster) string {
+	cmd := "graduator prepare"
+	against := c.Against
+	if len(against) == 0 {
+		against = []string{"RELEASE"}
+	}
+	for _, a := range against {
+		cmd += " --against " + shellQuote(a)
+	}
+	if c.Context != "" {
+		cmd += " --context " + shellQuote(c.Context)
+	}
+	return cmd
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it, so that the
+// advice runs as written.
+func shellQuote(s string) string {
+	plain := func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+", r)
+	}
+	if s != "" && strings.IndexFunc(s, func(r rune) bool { return !plain(r) }) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func webhookService(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.ServiceReference {

@@ -127,6 +127,10 @@ func TestScanFindsWhatTheNextUpgradeTripsOn(t *testing.T) {
 			cluster: Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd([]string{"v2"}, v1Old, v2)}, PolicyAPI: true,
 				Policies: map[string]Policy{"pizzas.example.com": {Name: "pizzas.example.com", StalledReason: "Forbidden", StalledMessage: "grant patch"}}},
 			want: []string{"error policy-stalled"}, whyHas: "stalled (Forbidden): grant patch"},
+		{name: "a storage version switched to while it is not served",
+			cluster: Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd([]string{"v2", "v1"}, ver{name: "v1", storage: true}, ver{name: "v2", served: true})}},
+			want:    []string{"error stale-stored-versions", "error storage-version-not-served"},
+			whyHas:  "the storage version v1 is not served: discovery shows no hash for it"},
 		{name: "a release that drops a stored version",
 			cluster: Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd([]string{"v2"}, v1Old, v2)},
 				Release: map[string]*apiextensionsv1.CustomResourceDefinition{"pizzas.example.com": ptr(crd(nil, ver{name: "v3", served: true, storage: true}))}},
@@ -170,3 +174,39 @@ func TestSeverityThresholds(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestStorageVersionRemovedAdvice(t *testing.T) {
+	stored := ver{name: "v2", served: true, storage: true}
+	for _, tc := range []struct {
+		name    string
+		release ver
+		fix     []string
+	}{
+		{name: "a release that stores an older version is rolled back by prepare",
+			release: ver{name: "v1", served: true, storage: true},
+			fix:     []string{"graduator prepare --against 'rel ease/' --against - --context prod-eu", "a rollback", "makes v1 the storage version"}},
+		{name: "a release that stores a newer version needs the release between",
+			release: ver{name: "v3", served: true, storage: true},
+			fix:     []string{"apply a release that serves v2 and stores a newer version first", "graduator prepare --against"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Cluster{CRDs: []apiextensionsv1.CustomResourceDefinition{crd([]string{"v2"}, ver{name: "v1"}, stored)},
+				Release: map[string]*apiextensionsv1.CustomResourceDefinition{"pizzas.example.com": ptr(crd(nil, tc.release))},
+				Against: []string{"rel ease/", "-"}, Context: "prod-eu"}
+			var fix string
+			for _, f := range Scan(c) {
+				if f.Rule == RuleReleasePrefix+"stored-version-removed" {
+					fix = f.Fix
+				}
+			}
+			for _, part := range tc.fix {
+				if !strings.Contains(fix, part) {
+					t.Errorf("fix %q does not say %q", fix, part)
+				}
+			}
+			if strings.Contains(fix, "graduator migrate") {
+				t.Errorf("fix %q names migrate, which has nothing to do here", fix)
+			}
+		})
+	}
+}

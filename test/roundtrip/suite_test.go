@@ -21,11 +21,7 @@ package roundtrip_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net"
-	"os/exec"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -40,7 +36,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/test/envtestutil"
@@ -84,25 +79,8 @@ func startWebhook(lossy bool) webhookProcess {
 // startWebhookWith runs test/roundtripwebhook with args.
 func startWebhookWith(args ...string) webhookProcess {
 	GinkgoHelper()
-	certs := &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
-	Expect(certs.PrepWithoutInstalling()).To(Succeed())
-	DeferCleanup(certs.Cleanup)
-	port := strconv.Itoa(certs.LocalServingPort)
-	session, err := gexec.Start(exec.Command(webhook, append([]string{"--port", port, "--cert-dir", certs.LocalServingCertDir}, args...)...),
-		GinkgoWriter, GinkgoWriter)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { session.Terminate().Wait(10 * time.Second) })
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certs.LocalServingCAData)
-	Eventually(func() error {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", net.JoinHostPort("127.0.0.1", port),
-			&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
-		if err == nil {
-			_ = conn.Close()
-		}
-		return err
-	}).WithTimeout(20 * time.Second).Should(Succeed())
-	return webhookProcess{url: "https://" + net.JoinHostPort("127.0.0.1", port) + "/convert", ca: certs.LocalServingCAData}
+	cc := envsuite.StartConversionWebhook(webhook, args...)
+	return webhookProcess{url: *cc.URL, ca: cc.CABundle}
 }
 
 // gadgets is a fresh CRD "gadgets.<group>" with v1 (storage) and v2, all

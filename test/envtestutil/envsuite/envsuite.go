@@ -21,14 +21,21 @@ limitations under the License.
 package envsuite
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"net"
 	"os"
+	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -96,4 +103,33 @@ func Start(opts envtestutil.Options) *envtestutil.Env {
 	close(started)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	return env
+}
+
+// StartConversionWebhook runs a conversion webhook binary (built with
+// gexec, such as test/roundtripwebhook) with args, a port and a serving
+// certificate of its own, until the spec or container that called it ends,
+// and returns the client config a CRD reaches it with. The binary takes
+// --port and --cert-dir and serves ConversionReviews at /convert.
+func StartConversionWebhook(binary string, args ...string) *apiextensionsv1.WebhookClientConfig {
+	ginkgo.GinkgoHelper()
+	certs := &envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
+	gomega.Expect(certs.PrepWithoutInstalling()).To(gomega.Succeed())
+	ginkgo.DeferCleanup(certs.Cleanup)
+	port := strconv.Itoa(certs.LocalServingPort)
+	session, err := gexec.Start(exec.Command(binary, append([]string{"--port", port, "--cert-dir", certs.LocalServingCertDir}, args...)...),
+		ginkgo.GinkgoWriter, ginkgo.GinkgoWriter)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	ginkgo.DeferCleanup(func() { session.Terminate().Wait(10 * time.Second) })
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certs.LocalServingCAData)
+	gomega.Eventually(func() error {
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", net.JoinHostPort("127.0.0.1", port),
+			&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		if err == nil {
+			_ = conn.Close()
+		}
+		return err
+	}).WithTimeout(20 * time.Second).Should(gomega.Succeed())
+	url := "https://" + net.JoinHostPort("127.0.0.1", port) + "/convert"
+	return &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: certs.LocalServingCAData}
 }
