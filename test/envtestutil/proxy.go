@@ -19,6 +19,7 @@ package envtestutil
 import (
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -64,11 +65,7 @@ func (f *forwarder) Addr() string { return f.listener.Addr().String() }
 func (f *forwarder) Connections() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]int, len(f.count))
-	for k, v := range f.count {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.count)
 }
 
 // Close stops listening, closes every forwarded connection and waits until
