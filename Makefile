@@ -124,7 +124,7 @@ test-robustness: envtest-assets ## Random fault schedules against the invariants
 	ROBUSTNESS_SEED=$(SEED) ROBUSTNESS_RUNS=$(RUNS) ROBUSTNESS_SIZE=$(SIZE) ROBUSTNESS_RIG=$(RIG) ROBUSTNESS_TWIN=$(TWIN) ROBUSTNESS_RECORD=$(RECORD) $(GO) test ./test/robustness/ -count=1 -timeout 180m -v -ginkgo.v
 
 .PHONY: test-proof-scale
-test-proof-scale: envtest-assets ## The unique-value loss refused at every door at 100,000 objects (about 35 min).
+test-proof-scale: envtest-assets ## A unique-value loss refused at every door, 100,000 objects (about 35 min).
 	ROUNDTRIP_UNIQUE_N=100000 $(GO) test ./test/roundtrip/ -count=1 -timeout 60m -v -ginkgo.v -ginkgo.focus "only one object"
 
 .PHONY: test-ha

@@ -70,8 +70,9 @@ type Options struct {
 	Concurrency int
 	// Priority is how much of the API server a migration takes:
 	// migration.PriorityBackground (the default) keeps other clients' write
-	// rate at 55% or more of their rate alone and its own write latency
-	// within 1.7 times one write's alone,
+	// rate at migration.BackgroundKept or more of their rate alone and its
+	// own write latency within migration.BackgroundLatencyMax times one
+	// write's alone,
 	// migration.PriorityFull takes the server's full speed.
 	Priority migration.Priority
 	// PageSize is the LIST limit (migration.DefaultPageSize when 0).

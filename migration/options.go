@@ -81,9 +81,9 @@ type Options struct {
 	// below it (DefaultConcurrency when 0).
 	Concurrency int
 	// Priority is how much of the API server the adaptive limit takes:
-	// PriorityBackground (when empty) keeps other clients' write rate at 55%
-	// or more of their rate alone, PriorityFull takes the server's full
-	// speed.
+	// PriorityBackground (when empty) keeps other clients' write rate at
+	// BackgroundKept or more of their rate alone, PriorityFull takes the
+	// server's full speed.
 	Priority Priority
 	// PageSize is the LIST limit: the most objects a page holds. While the
 	// adaptive limit allows few writers, the pass lists fewer at a time

@@ -22,11 +22,12 @@ import "github.com/graduator/graduator/internal/limit"
 type Priority string
 
 const (
-	// PriorityBackground keeps other clients' write rate at 55% or more of
-	// their rate without the migration, measured by pausing it briefly now
-	// and then, and, while they keep their rate (clients writing at their
-	// own pace), its own write latency within 1.7 times its latency alone
-	// (every client's writes wait in that queue). It starts at one
+	// PriorityBackground keeps other clients' write rate at BackgroundKept
+	// or more of their rate without the migration, measured by pausing it
+	// briefly now and then, and, while they keep their rate (clients
+	// writing at their own pace), its own write latency within
+	// BackgroundLatencyMax times its latency alone (every client's writes
+	// wait in that queue). It starts at one
 	// writer and pauses after its first write, so that it measured the
 	// others before it takes more; beside others it takes no more than
 	// eight writers until a second pause measured them again, clear of the
@@ -37,6 +38,22 @@ const (
 	// the limit climbs to Concurrency and comes down only when the server
 	// throttles, fails or collapses, whatever that costs other clients.
 	PriorityFull Priority = "Full"
+)
+
+// The numbers of PriorityBackground's promise, defined once (the limit's
+// rule keeps them).
+const (
+	// BackgroundKept is the least share of their write rate without the
+	// migration that PriorityBackground leaves other clients.
+	BackgroundKept = limit.KeptPromised
+	// BackgroundYieldBelow is the share of their rate alone under which
+	// the limit comes down (LimitYielding): above BackgroundKept, a margin
+	// for the noise of one measurement.
+	BackgroundYieldBelow = limit.KeptMin
+	// BackgroundLatencyMax bounds the engine's own write latency beside
+	// clients that keep their rate, as a multiple of its latency alone
+	// (LimitQueueing).
+	BackgroundLatencyMax = limit.LatencyMax
 )
 
 // LimitReason says what the adaptive limit on writes in flight is doing
@@ -53,11 +70,11 @@ const (
 	// LimitBackingOff: the API server throttled or failed a write (429,
 	// 5xx, timeout), or its throughput collapsed, and the limit was halved.
 	LimitBackingOff LimitReason = "BackingOff"
-	// LimitYielding: other clients wrote less than 57% of their rate alone,
-	// and the limit came down.
+	// LimitYielding: other clients wrote less than BackgroundYieldBelow of
+	// their rate alone, and the limit came down.
 	LimitYielding LimitReason = "Yielding"
 	// LimitQueueing: while other clients wrote, the engine's own writes took
-	// more than 1.7 times as long as one write of its alone (every client's
+	// more than BackgroundLatencyMax times as long as one write of its alone (every client's
 	// writes wait in that queue), and the limit came down.
 	LimitQueueing LimitReason = "Queueing"
 	// LimitPausing: the engine paused its writes for a moment to measure the

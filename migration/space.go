@@ -52,7 +52,7 @@ type SpaceLedger struct {
 // DefaultEtcdQuota is etcd's own default space quota (its
 // --quota-backend-bytes when not set): 2 GiB, assumed when
 // Options.EtcdQuota is not told.
-const DefaultEtcdQuota int64 = 2 << 30
+const DefaultEtcdQuota int64 = space.DefaultQuota
 
 // reserveSpace is Reserve for the run's writer w, the wait shown in the
 // progress. Only the dispatcher calls it.

@@ -440,7 +440,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 					GinkgoWriter.Printf("%d foreground writers: %s; %.2f of its idle rate\n", closed, run, run.rate()/idle)
 					recordCost(cost, fmt.Sprintf("%d-writer client kept", closed), "%.0f%%", 100*run.kept())
 					recordCost(cost, fmt.Sprintf("the engine beside the %d-writer client, of its idle rate", closed), "%.2f", run.rate()/idle)
-					Expect(run.kept()).To(BeNumerically(">=", 0.55))
+					Expect(run.kept()).To(BeNumerically(">=", KeptPromised))
 					_, _, _, outside := run.limits(oscillation)
 					Expect(outside).To(BeNumerically("<", 0.1), "oscillation")
 					Expect(run.rate()).To(BeNumerically(">=", engineShare*idle), "the engine's rate beside them, of its idle rate")
@@ -580,7 +580,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			shared.closed = 8
 			run = simulate(ctx, shared, Background, d).secondHalf()
 			GinkgoWriter.Printf("beside 8 foreground writers, overhead 2: %s\n", run)
-			Expect(run.kept()).To(BeNumerically(">=", 0.55))
+			Expect(run.kept()).To(BeNumerically(">=", KeptPromised))
 		})
 
 	// The engine's single writer beside 8 closed-loop writers took twice
@@ -598,7 +598,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 			GinkgoWriter.Printf("beside 8 foreground writers, overhead 2, the run's own load 1 and its writes 1.7x as long but the pauses': %s; %.2f of its idle rate\n", run, run.rate()/idle)
 			recordShape("`overhead`, c = 1.7, with the run's own load: 8-writer client kept; the engine beside it, of its idle rate",
 				"%.0f%%; %.2f", 100*run.kept(), run.rate()/idle)
-			Expect(run.kept()).To(BeNumerically(">=", 0.55))
+			Expect(run.kept()).To(BeNumerically(">=", KeptPromised))
 			Expect(run.rate()).To(BeNumerically(">=", 0.3*idle), "the engine's rate beside them, of its idle rate")
 		})
 
@@ -665,7 +665,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		from := State{Limit: 64, Reason: Holding, Measured: true, Idle: true, PauseEvery: maxPauseEvery, pauses: 2}
 		run := simulate(ctx, server, Background, d, from)
 		GinkgoWriter.Printf("from 64 beside 16 foreground writers: %s\n", run.secondHalf())
-		Expect(run.secondHalf().kept()).To(BeNumerically(">=", 0.55))
+		Expect(run.secondHalf().kept()).To(BeNumerically(">=", KeptPromised))
 		i := slices.IndexFunc(run, func(s sample) bool { return s.reason == Yielding || s.reason == Queueing })
 		Expect(i).To(BeNumerically(">=", 0))
 		Expect(run[i].at).To(BeNumerically("<", 3*time.Second), "yielding within 3 s, not at the next pause due")
@@ -685,7 +685,7 @@ var _ = Describe("The adaptive limit, on a simulated API server (fake clock)", f
 		// the first window after it takes a few seconds at 64 writes of
 		// 0.6 s each (four writes a writer, and the writes in flight back).
 		Expect(run[i].at).To(BeNumerically("<", maxPauseEvery+8*time.Second))
-		Expect(run.secondHalf().kept()).To(BeNumerically(">=", 0.55))
+		Expect(run.secondHalf().kept()).To(BeNumerically(">=", KeptPromised))
 	})
 
 	It("with priority Full, takes the server: the bound beside a foreground", func(ctx SpecContext) {

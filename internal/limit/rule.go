@@ -59,7 +59,7 @@ import (
 //     tells k, and k is fitted over the windows of the last fitFor
 //     (othersFit), longer than the server's swings: a window or two read
 //     the swing as much as the engine. Where the fit puts the others under
-//     keptMin of their rate alone the limit comes down (reason Yielding) to
+//     KeptMin of their rate alone the limit comes down (reason Yielding) to
 //     where they would keep keptTarget; while they keep more than that, it
 //     steps up. A harm past twice its bound in the windows at one limit is
 //     acted on at once.
@@ -119,12 +119,16 @@ const (
 	// upStep is a step up once the server pushed back, or while others
 	// write (a quarter more writers, at least one).
 	upStep = 1.25
-	// keptMin is the least of their rate alone the other clients keep: below
-	// it the limit comes down. It is above the 55% they are promised, a
+	// KeptPromised is the share of their write rate alone that Background
+	// promises the other clients: the one place the promise's number is
+	// written (migration.BackgroundKept states it to library users).
+	KeptPromised = 0.55
+	// KeptMin is the least of their rate alone the other clients keep: below
+	// it the limit comes down (Yielding). It is above KeptPromised, a
 	// margin for a window's noise. keptTarget is where the limit comes down
-	// to and steps up to, above keptMin so that a window's noise near the
+	// to and steps up to, above KeptMin so that a window's noise near the
 	// bound does not move the limit each window.
-	keptMin, keptTarget = 0.57, 0.62
+	KeptMin, keptTarget = 0.57, 0.62
 	// idleOthers: other clients writing under this share of the engine's
 	// rate leave the server idle.
 	idleOthers = 0.1
@@ -190,11 +194,11 @@ const Start = 1
 type Priority string
 
 const (
-	// Background keeps other clients' write rate at 55% or more of
-	// their rate without the migration, measured by pausing it briefly now
-	// and then, and, while they keep 90% of it or more, its own write
-	// latency within 1.7 times its latency alone (every client's writes
-	// wait in that queue). It starts at one
+	// Background keeps other clients' write rate at KeptPromised or more
+	// of their rate without the migration, measured by pausing it briefly
+	// now and then, and, while they keep 90% of it or more, its own write
+	// latency within LatencyMax times its latency alone (every client's
+	// writes wait in that queue). It starts at one
 	// writer and pauses after its first write, so that it measured the
 	// others before it takes more; beside others it takes no more than
 	// Initial writers until a second pause measured them again, clear
@@ -219,11 +223,11 @@ const (
 	// BackingOff: the API server throttled or failed a write (429,
 	// 5xx, timeout), or its throughput collapsed, and the limit was halved.
 	BackingOff Reason = "BackingOff"
-	// Yielding: other clients wrote less than 57% of their rate alone,
+	// Yielding: other clients wrote less than KeptMin of their rate alone,
 	// and the limit came down.
 	Yielding Reason = "Yielding"
 	// Queueing: while other clients wrote, the engine's own writes took
-	// more than 1.7 times as long as one write of its alone (every client's
+	// more than LatencyMax times as long as one write of its alone (every client's
 	// writes wait in that queue), and the limit came down.
 	Queueing Reason = "Queueing"
 	// Pausing: the engine paused its writes for a moment to measure the

@@ -26,7 +26,7 @@ import (
 //
 //   - The others' rate against their rate alone (a closed-loop client slows
 //     down beside the engine), read through the model's k fitted over the
-//     last fitFor (othersFit): below keptMin the limit comes down to where
+//     last fitFor (othersFit): below KeptMin the limit comes down to where
 //     they would keep keptTarget.
 //   - The engine's own write latency against its latency alone, the base
 //     (a client that writes at its own pace keeps its rate, but waits behind
@@ -35,7 +35,7 @@ import (
 //     above it, as LEDBAT (RFC 6817) and Netflix's Gradient2 read it, is
 //     every client's: requests in flight share the server, so a paced
 //     client's latency grows by about the factor the engine's does. Above
-//     latencyMax times the base the limit comes down to where the latency
+//     LatencyMax times the base the limit comes down to where the latency
 //     would be latencyTarget times it.
 //
 // Neither judges one window: the API server's speed swings for every client
@@ -44,11 +44,12 @@ import (
 // last judgedWindows weighted alike); the rate, the fit over fitFor, which
 // takes in the windows at every limit it held.
 const (
-	// latencyMax, latencyTarget: the engine's mean write latency over its
-	// base above which the limit comes down, and where it comes down to
-	// and climbs to. Below the 2x a paced client is promised for its p99,
+	// LatencyMax, latencyTarget: the engine's mean write latency over its
+	// base above which the limit comes down (Queueing), and where it comes
+	// down to and climbs to; LatencyMax is Background's promise to a paced
+	// client (migration.BackgroundLatencyMax states it to library users). Below the 2x a paced client is promised for its p99,
 	// a margin for the windows the limit probes above its target.
-	latencyMax, latencyTarget = 1.7, 1.4
+	LatencyMax, latencyTarget = 1.7, 1.4
 	// judgedWindows is how many windows at one limit the mean runs over;
 	// the limit moves once minJudged of them are in (one window at a new
 	// limit is the swing's as much as the engine's).
@@ -154,7 +155,7 @@ type verdict struct {
 	// engine's writes queued) or Probing (no harm: room up to writers).
 	reason Reason
 	// severe: the harm is past twice its bound (the others keep under half
-	// of keptMin, or the latency is twice latencyMax), which no swing of
+	// of KeptMin, or the latency is twice LatencyMax), which no swing of
 	// the server's explains: acted on from one window.
 	severe bool
 }
@@ -229,8 +230,8 @@ const responsive = 0.9
 func byRate(kept, writers float64) verdict {
 	kept = min(1, kept)
 	v := verdict{writers: targetWriters(writers, kept), reason: Probing}
-	if kept < keptMin {
-		v.reason, v.severe = Yielding, kept < keptMin/2
+	if kept < KeptMin {
+		v.reason, v.severe = Yielding, kept < KeptMin/2
 	}
 	return v
 }
@@ -247,8 +248,8 @@ func byLatency(latency, base time.Duration, writers float64) verdict {
 	if ratio > 1 && writers > 1 {
 		v.writers = 1 + (writers-1)*(latencyTarget-1)/(ratio-1)
 	}
-	if ratio > latencyMax {
-		v.reason, v.severe = Queueing, ratio > 2*latencyMax
+	if ratio > LatencyMax {
+		v.reason, v.severe = Queueing, ratio > 2*LatencyMax
 		v.writers = min(v.writers, writers)
 	}
 	return v

@@ -152,37 +152,33 @@ func EachObject(ctx context.Context, c dynamic.Interface, resource schema.GroupV
 	if onRestart != nil {
 		pager.Restart = func(error) error { onRestart(); return nil }
 	}
-	err := ahead(ctx, pager, func(list *unstructured.UnstructuredList) error {
+	var fnErr error
+	err := pager.EachPageAhead(ctx, func(list *unstructured.UnstructuredList) error {
 		for i := range list.Items {
-			if err := fn(&list.Items[i]); err != nil {
-				return err
+			if fnErr = fn(&list.Items[i]); fnErr != nil {
+				return fnErr
 			}
 		}
 		return nil
 	})
-	var listErr *listError
-	if errors.As(err, &listErr) {
-		return fmt.Errorf("list %s: %w", resource, listErr.err)
+	if err != nil && fnErr == nil {
+		return fmt.Errorf("list %s: %w", resource, err)
 	}
 	return err
 }
 
-// listError marks an error of the LIST, not of fn.
-type listError struct{ err error }
-
-func (e *listError) Error() string { return e.err.Error() }
-func (e *listError) Unwrap() error { return e.err }
-
-// ahead runs pager one page ahead of fn: the next page is read while fn
-// works on this one, two pages in memory at most.
-func ahead[P any](ctx context.Context, pager Pager[P], fn func(P) error) error {
+// EachPageAhead is EachPage from the first page with the next page read
+// while fn works on this one, two pages in memory at most: a reader whose
+// work on a page takes as long as the LIST hides one behind the other.
+// fn's errors and the listing's are returned as they are.
+func (p Pager[P]) EachPageAhead(ctx context.Context, fn func(P) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pages := make(chan P)
 	listed := make(chan error, 1)
 	go func() {
 		defer close(pages)
-		listed <- pager.EachPage(ctx, "", func(page P) error {
+		listed <- p.EachPage(ctx, "", func(page P) error {
 			select {
 			case pages <- page:
 				return nil
@@ -200,10 +196,7 @@ func ahead[P any](ctx context.Context, pager Pager[P], fn func(P) error) error {
 			return err
 		}
 	}
-	if err := <-listed; err != nil {
-		return &listError{err: err}
-	}
-	return nil
+	return <-listed
 }
 
 // CarriedContinue is the continue token a LIST's 410 Gone (reason Expired)

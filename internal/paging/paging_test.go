@@ -156,3 +156,30 @@ func TestEachPageReturnsFnError(t *testing.T) {
 		t.Errorf("%d LISTs after fn stopped the listing at the first page, want 1", k.calls)
 	}
 }
+
+// TestEachPageAhead: every page in order, the listing's error and fn's
+// returned as they are.
+func TestEachPageAhead(t *testing.T) {
+	k := &keys{n: 10}
+	pager := paging.Pager[keyPage]{List: k.list, Continue: func(p keyPage) string { return p.next }, PageSize: 2}
+	var got []int
+	if err := pager.EachPageAhead(context.Background(), func(p keyPage) error {
+		got = append(got, p.keys...)
+		return nil
+	}); err != nil || !slices.Equal(got, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}) {
+		t.Errorf("EachPageAhead = %v, keys seen %v; want every key in order", err, got)
+	}
+
+	k = &keys{n: 10, expire: map[int]*string{0: ptr("")}}
+	pager.List = k.list
+	if err := pager.EachPageAhead(context.Background(), func(keyPage) error { return nil }); !apierrors.IsResourceExpired(err) {
+		t.Errorf("EachPageAhead = %v, want the LIST's 410", err)
+	}
+
+	k = &keys{n: 10}
+	pager.List = k.list
+	stop := errors.New("stop")
+	if err := pager.EachPageAhead(context.Background(), func(keyPage) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("EachPageAhead = %v, want fn's error", err)
+	}
+}

@@ -19,8 +19,8 @@ package roundtrip
 import (
 	"context"
 	"fmt"
-	"sync"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -62,12 +62,19 @@ const conflictRetries = 3
 
 func (d dryRun) roundTrip(ctx context.Context, objs []*unstructured.Unstructured) ([]pair, error) {
 	pairs := make([]*pair, len(objs))
-	err := forEach(ctx, len(objs), d.concurrency, func(i int) error {
-		p, err := d.one(ctx, objs[i])
-		pairs[i] = p
-		return err
-	})
-	if err != nil {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, d.concurrency))
+	for i := range objs {
+		if gctx.Err() != nil {
+			break // a dry run failed: the others take no more work
+		}
+		g.Go(func() error {
+			p, err := d.one(gctx, objs[i])
+			pairs[i] = p
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	out := make([]pair, 0, len(objs))
@@ -113,37 +120,6 @@ func (d dryRun) one(ctx context.Context, a *unstructured.Unstructured) (*pair, e
 		}
 		a = fresh
 	}
-}
-
-// forEach calls do(i) for i in [0, n) on up to workers goroutines and
-// returns the first error; the others stop taking work after it.
-func forEach(ctx context.Context, n, workers int, do func(i int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range max(1, min(workers, n)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := do(i); err != nil {
-					cancel(err)
-				}
-			}
-		}()
-	}
-feed:
-	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	return context.Cause(ctx)
 }
 
 func objectName(obj *unstructured.Unstructured) string {

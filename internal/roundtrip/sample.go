@@ -357,42 +357,30 @@ func takeSample(ctx context.Context, s *Sample, objects dynamic.ResourceInterfac
 	return s, err
 }
 
-// eachPageAhead is eachPage with the next page read while fn handles this
-// one: the proof of every object converts a page while the API server
-// answers the next LIST, so the conversions hide behind the read.
-func eachPageAhead(ctx context.Context, objects dynamic.ResourceInterface, pageSize int64, fn func([]unstructured.Unstructured) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pages := make(chan []unstructured.Unstructured, 1)
-	listed := make(chan error, 1)
-	go func() {
-		defer close(pages)
-		listed <- eachPage(ctx, objects, pageSize, func(page []unstructured.Unstructured) error {
-			select {
-			case pages <- page:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
-	for page := range pages {
-		if err := fn(page); err != nil {
-			cancel()
-			for range pages {
-			}
-			return err
-		}
-	}
-	return <-listed
-}
-
 // eachPage lists the objects page by page and calls fn with each page
 // (paging.Pager.EachPage: an expired continue token goes on from the one
 // its 410 carries, so fn sees each object once). A 410 without one is an
 // error: starting again would count objects twice.
 func eachPage(ctx context.Context, objects dynamic.ResourceInterface, pageSize int64, fn func([]unstructured.Unstructured) error) error {
-	pager := paging.Pager[*unstructured.UnstructuredList]{
+	return pager(objects, pageSize).EachPage(ctx, "", func(list *unstructured.UnstructuredList) error {
+		return fn(list.Items)
+	})
+}
+
+// eachPageAhead is eachPage with the next page read while fn handles this
+// one (paging.Pager.EachPageAhead): the proof of every object converts a
+// page while the API server answers the next LIST, so the conversions hide
+// behind the read.
+func eachPageAhead(ctx context.Context, objects dynamic.ResourceInterface, pageSize int64, fn func([]unstructured.Unstructured) error) error {
+	return pager(objects, pageSize).EachPageAhead(ctx, func(list *unstructured.UnstructuredList) error {
+		return fn(list.Items)
+	})
+}
+
+// pager pages through objects; a 410 without a continue token to go on
+// from ends the listing with it.
+func pager(objects dynamic.ResourceInterface, pageSize int64) paging.Pager[*unstructured.UnstructuredList] {
+	return paging.Pager[*unstructured.UnstructuredList]{
 		List: func(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
 			list, err := objects.List(ctx, opts)
 			if err != nil {
@@ -404,7 +392,4 @@ func eachPage(ctx context.Context, objects dynamic.ResourceInterface, pageSize i
 		PageSize: pageSize,
 		Restart:  func(expired error) error { return expired },
 	}
-	return pager.EachPage(ctx, "", func(list *unstructured.UnstructuredList) error {
-		return fn(list.Items)
-	})
 }

@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
@@ -77,20 +78,27 @@ const reviewsInFlight = 4
 func (c converted) roundTrip(ctx context.Context, objs []*unstructured.Unstructured) ([]pair, error) {
 	batches := (len(objs) + reviewBatch - 1) / reviewBatch
 	backs := make([][]*unstructured.Unstructured, batches)
-	err := forEach(ctx, batches, reviewsInFlight, func(i int) error {
-		batch := objs[i*reviewBatch : min((i+1)*reviewBatch, len(objs))]
-		there, err := c.conv.convert(ctx, batch, c.target)
-		if err != nil {
-			return fmt.Errorf("convert %s to %s: %w", c.old, c.target, err)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(reviewsInFlight)
+	for i := range batches {
+		if gctx.Err() != nil {
+			break // a batch failed: the others take no more work
 		}
-		back, err := c.conv.convert(ctx, there, c.old)
-		if err != nil {
-			return fmt.Errorf("convert %s back to %s: %w", c.target, c.old, err)
-		}
-		backs[i] = back
-		return nil
-	})
-	if err != nil {
+		g.Go(func() error {
+			batch := objs[i*reviewBatch : min((i+1)*reviewBatch, len(objs))]
+			there, err := c.conv.convert(gctx, batch, c.target)
+			if err != nil {
+				return fmt.Errorf("convert %s to %s: %w", c.old, c.target, err)
+			}
+			back, err := c.conv.convert(gctx, there, c.old)
+			if err != nil {
+				return fmt.Errorf("convert %s back to %s: %w", c.target, c.old, err)
+			}
+			backs[i] = back
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	out := make([]pair, 0, len(objs))

@@ -47,10 +47,6 @@ import (
 	"github.com/graduator/graduator/test/pizzaenv"
 )
 
-// politeShare is the share of their rate alone that PriorityBackground
-// promises other clients (internal/limit).
-const politeShare = 0.55
-
 // webhookContender is one way of rewriting the Pizzas in the webhook
 // section.
 type webhookContender struct {
@@ -272,11 +268,11 @@ func (b *bench) webhookPolite(ctx context.Context, webhook *pizzaenv.Webhook) er
 	}
 	kept := float64(writes) / took.Seconds() / ((alone + again) / 2)
 	verdict := "met"
-	if kept < politeShare {
+	if kept < migration.BackgroundKept {
 		verdict = "NOT met"
 	}
 	fmt.Printf("%d-writer foreground alone %.0f and %.0f writes/s, during the migration %.0f writes/s (the engine at %.0f objects/s): kept %.0f%%; the politeness rule (>= %.0f%%) %s\n",
-		writers, alone, again, float64(writes)/took.Seconds(), float64(b.opts.n)/took.Seconds(), 100*kept, 100*politeShare, verdict)
+		writers, alone, again, float64(writes)/took.Seconds(), float64(b.opts.n)/took.Seconds(), 100*kept, 100*migration.BackgroundKept, verdict)
 	return nil
 }
 

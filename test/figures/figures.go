@@ -37,6 +37,7 @@ import (
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -70,9 +71,12 @@ func NewStamp(command string) Stamp {
 
 // String is the stamp's line in the document.
 func (s Stamp) String() string {
-	return fmt.Sprintf("Measured at commit %s, %s, by `%s`, on %s.", s.Commit, s.Date.Format("2006-01-02 15:04 MST"),
-		s.Command, s.Machine)
+	return fmt.Sprintf("Measured at commit %s, %s, by `%s`, on %s.", s.Commit, s.Date.Format(stampTime), s.Command,
+		s.Machine)
 }
+
+// stampTime is the layout of a stamp's time: to the minute, in UTC.
+const stampTime = "2006-01-02 15:04 MST"
 
 func commit() string {
 	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
@@ -96,18 +100,43 @@ func machine() string {
 	return m
 }
 
-// beginLine matches a block's opening line; its group is the block's name.
-var beginLine = regexp.MustCompile("(?m)^<!-- BEGIN ([A-Z0-9 ]+?) \\(written by `[^`]+`\\) -->$")
+// beginLine matches a block's opening line; its groups are the block's
+// name and the command that writes it.
+var beginLine = regexp.MustCompile("(?m)^<!-- BEGIN ([A-Z0-9 ]+?) \\(written by `([^`]+)`\\) -->$")
+
+// stampLine matches what String writes: the commit (short, with " + local
+// changes" when the tree differed), the time, the command and the machine.
+var stampLine = regexp.MustCompile("^Measured at commit ([0-9a-f]{7,40}(?: \\+ local changes)?|unknown), " +
+	"(\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2} UTC), by `([^`]+)`, on ([^\\n]+)\\.$")
+
+// ParseStamp reads a stamp's line as String writes it; a line String
+// cannot have written is an error.
+func ParseStamp(line string) (Stamp, error) {
+	m := stampLine.FindStringSubmatch(line)
+	if m == nil {
+		return Stamp{}, fmt.Errorf("not a stamp (%q): want %q", line,
+			"Measured at commit C, YYYY-MM-DD HH:MM UTC, by `COMMAND`, on MACHINE.")
+	}
+	date, err := time.Parse(stampTime, m[2])
+	if err != nil {
+		return Stamp{}, fmt.Errorf("stamp %q: its time: %w", line, err)
+	}
+	return Stamp{Commit: m[1], Date: date.UTC(), Command: m[3], Machine: m[4]}, nil
+}
 
 // Replace returns doc with block name's contents replaced by the stamp
 // and table. The opening line stays as doc has it.
 func Replace(doc, name string, stamp Stamp, table string) (string, error) {
-	start, end, err := find(doc, name)
+	blocks, err := Blocks(doc)
 	if err != nil {
 		return "", err
 	}
+	i := slices.IndexFunc(blocks, func(b Block) bool { return b.Name == name })
+	if i < 0 {
+		return "", fmt.Errorf("no block %s (a line %q)", name, Begin(name, "COMMAND"))
+	}
 	body := "\n\n" + stamp.String() + "\n\n" + strings.TrimSpace(table) + "\n\n"
-	return doc[:start] + body + doc[end:], nil
+	return doc[:blocks[i].BodyStart] + body + doc[blocks[i].BodyEnd:], nil
 }
 
 // Write replaces block name of the document at path (see Replace).
@@ -126,29 +155,19 @@ func Write(path, name string, stamp Stamp, table string) error {
 	return nil
 }
 
-// find returns where block name's contents start (after its opening line)
-// and end (at its closing line).
-func find(doc, name string) (start, end int, err error) {
-	for _, m := range beginLine.FindAllStringSubmatchIndex(doc, -1) {
-		if doc[m[2]:m[3]] != name {
-			continue
-		}
-		closing := strings.Index(doc[m[1]:], End(name))
-		if closing < 0 {
-			return 0, 0, fmt.Errorf("block %s has no %q", name, End(name))
-		}
-		return m[1], m[1] + closing, nil
-	}
-	return 0, 0, fmt.Errorf("no block %s (a line %q)", name, Begin(name, "COMMAND"))
-}
-
 // Block is one generated block of a document.
 type Block struct {
 	Name string
+	// Command is the command its opening line says writes it.
+	Command string
 	// Start and End are the byte offsets of its opening line's start and
-	// its closing line's end.
-	Start, End int
+	// its closing line's end; BodyStart and BodyEnd those of what lies
+	// between the two lines.
+	Start, End, BodyStart, BodyEnd int
 }
+
+// Body is what the block holds between its two lines in doc.
+func (b Block) Body(doc string) string { return doc[b.BodyStart:b.BodyEnd] }
 
 // Blocks are the generated blocks of doc, in order; an opening line
 // without its closing line is an error.
@@ -160,7 +179,8 @@ func Blocks(doc string) ([]Block, error) {
 		if closing < 0 {
 			return nil, fmt.Errorf("block %s has no %q", name, End(name))
 		}
-		blocks = append(blocks, Block{Name: name, Start: m[0], End: m[1] + closing + len(End(name))})
+		blocks = append(blocks, Block{Name: name, Command: doc[m[4]:m[5]], Start: m[0],
+			End: m[1] + closing + len(End(name)), BodyStart: m[1], BodyEnd: m[1] + closing})
 	}
 	return blocks, nil
 }

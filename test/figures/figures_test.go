@@ -53,3 +53,32 @@ func TestReplace(t *testing.T) {
 		t.Error("a block without its closing line passed")
 	}
 }
+
+// TestParseStamp: a stamp String wrote reads back as written; the lines it
+// cannot write are refused.
+func TestParseStamp(t *testing.T) {
+	for _, s := range []Stamp{
+		{Commit: "abc1234", Date: time.Date(2026, 11, 28, 14, 7, 0, 0, time.UTC), Command: "bin/bench -sections proof",
+			Machine: "2 CPUs (GOMAXPROCS 2), load 3.31 at the start"},
+		{Commit: "8b3e047 + local changes", Date: time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC),
+			Command: "LIMIT_RECORD=1 go test ./internal/limit", Machine: "a fake clock, seeded"},
+	} {
+		got, err := ParseStamp(s.String())
+		if err != nil || got != s {
+			t.Errorf("ParseStamp(%q) = %+v, %v; want %+v", s.String(), got, err, s)
+		}
+	}
+	for _, line := range []string{
+		// no time
+		"Measured at commit ff93906, 2026-11-27, by `bin/bench -n 3000`, on 2 CPUs, nothing else running.",
+		// words after the command's closing quote
+		"Measured at commit f8c881b, 2026-11-26 10:00 UTC, by `make bench-scale` (6,000), on 2 CPUs.",
+		"Full run of 2026-11-23 06:00 UTC, 2 CPUs, suite pass in 33m41s (commit 7599d4b).",
+		"Measured at commit abc1234, 2026-13-01 10:00 UTC, by `make bench`, on 2 CPUs.",
+		"Measured at commit HEAD, 2026-11-01 10:00 UTC, by `make bench`, on 2 CPUs.",
+	} {
+		if s, err := ParseStamp(line); err == nil {
+			t.Errorf("ParseStamp(%q) = %+v, want an error", line, s)
+		}
+	}
+}

@@ -919,10 +919,7 @@ func writeSummary(report Report) {
 	path := filepath.Join("..", "..", "docs", "reliability.md")
 	stamp := figures.NewStamp(recordCommand())
 	stamp.Date = report.StartTime.UTC()
-	if err := figures.Write(path, tableBlock(), stamp, b.String()); err != nil {
-		fmt.Printf("cannot update the table: %v\n", err)
-		return
-	}
+	Expect(figures.Write(path, tableBlock(), stamp, b.String())).To(Succeed(), "ROBUSTNESS_RECORD=1 asked for the table")
 	fmt.Printf("table written to %s\n", path)
 }
 

@@ -22,18 +22,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	graduatorv1alpha1 "github.com/graduator/graduator/api/v1alpha1"
 	"github.com/graduator/graduator/internal/cli"
-	"github.com/graduator/graduator/internal/graduation"
 )
 
 // valueFields are the spec fields whose values the lossy conversion drops;
@@ -70,118 +66,40 @@ func valueSpec(i int) map[string]any {
 	return spec
 }
 
-var lostValuePaths = []string{"/spec/paused", "/spec/replicas", "/spec/tier"}
+// acceptFlags is how the CLI's refusal says to accept the three losses.
+const acceptFlags = "accept them with --accept-loss /spec/paused --accept-loss /spec/replicas --accept-loss /spec/tier"
 
 // The losses real conversions have depend on a value, not on a path: one
 // object in valuePopulation holds each, every object carries every path.
 // Each door refuses them at the default settings before its first write.
 var _ = Describe("A conversion that loses a value, not a path", Ordered, func() {
-	var (
-		g          gadgets
-		lossless   webhookProcess
-		before     map[string]string
-		kubeconfig string
-	)
+	var f *lossyFixture
 	BeforeAll(func(ctx SpecContext) {
-		lossy := startWebhookWith("--lossy-values")
-		lossless = startWebhookWith()
-		g = newGadgets(ctx, &lossy, valueFields)
-		g.create(ctx, valuePopulation, valueSpec)
-		before = g.resourceVersions(ctx)
-		kubeconfig = writeKubeconfig()
-	})
-	graduator := func(ctx context.Context, args ...string) (int, string, string) {
-		return graduatorCLI(ctx, kubeconfig, args...)
-	}
-
-	// expectNothingWritten: no gadget was written, etcd holds each as v1,
-	// and each value reads back at v1 as it was created.
-	expectNothingWritten := func(ctx context.Context) {
-		GinkgoHelper()
-		Expect(g.resourceVersions(ctx)).To(Equal(before), "a gadget was written")
-		g.expectStoredAll(ctx, g.group+"/v1")
-		expectSpecsAtV1(ctx, g, valuePopulation, valueSpec)
-	}
-
-	It("graduator prove exits 1, naming the three paths and the --accept-loss flags that accept them", func(ctx SpecContext) {
-		code, out, msg := graduator(ctx, "prove", g.crd.Name, "--to", "v2")
-		Expect(code).To(Equal(1))
-		for _, p := range lostValuePaths {
-			Expect(out).To(ContainSubstring("LOST      "+p+" at v1: 1 of"), p)
-		}
-		Expect(msg).To(ContainSubstring("accept them with --accept-loss /spec/paused --accept-loss /spec/replicas --accept-loss /spec/tier"))
-		expectNothingWritten(ctx)
+		f = newLossyFixture(ctx, valuePopulation, valueSpec, []loss{{path: "/spec/paused", objects: 1},
+			{path: "/spec/replicas", objects: 1}, {path: "/spec/tier", objects: 1}}, []string{"--lossy-values"}, valueFields)
 	})
 
-	It("a managed policy: Blocked ConversionLossy, naming spec.migration.acceptLoss; the storage never switched", func(ctx SpecContext) {
-		startOperator()
-		createPolicy(ctx, g, graduatorv1alpha1.CRDVersionPolicySpec{StorageVersion: "v2"})
-		policy := waitBlockedOnValues(ctx, g)
-		Expect(policy.Status.RoundTrip.Source).To(Equal("Webhook"))
-		Expect(apimeta.FindStatusCondition(policy.Status.Conditions, graduatorv1alpha1.ConditionReady).Message).
-			To(ContainSubstring("list the paths in spec.migration.acceptLoss"))
-		crd := g.fresh(ctx)
-		Expect(storageVersion(crd)).To(Equal("v1"), "the storage version was switched")
-		Expect(crd.Status.StoredVersions).To(Equal([]string{"v1"}))
-		expectNothingWritten(ctx)
-	})
-
-	It("a GitOps policy, once a release stores v2: Blocked ConversionLossy, nothing rewritten", func(ctx SpecContext) {
-		g.switchStorage(ctx)
-		startOperator()
-		createPolicy(ctx, g, graduatorv1alpha1.CRDVersionPolicySpec{})
-		policy := waitBlockedOnValues(ctx, g)
-		Expect(policy.Status.RoundTrip.Source).To(Equal("Webhook"))
-		Expect(policy.Status.RoundTrip.DryRun).To(BeNumerically(">", 0))
-		Consistently(func(g2 Gomega) {
-			g2.Expect(g.fresh(ctx).Status.StoredVersions).To(ContainElement("v1"))
-		}).WithTimeout(3 * time.Second).Should(Succeed())
-		expectNothingWritten(ctx)
-	})
-
-	It("graduator migrate --prune exits 1, naming the --accept-loss flags, and writes nothing", func(ctx SpecContext) {
-		code, _, msg := graduator(ctx, "migrate", g.crd.Name, "--prune", "--quiet")
-		Expect(code).To(Equal(1))
-		Expect(msg).To(ContainSubstring(graduation.ReasonConversionLossy))
-		for _, p := range lostValuePaths {
-			Expect(msg).To(ContainSubstring(p+" on 1 of"), p)
-		}
-		Expect(msg).To(ContainSubstring("accept them with --accept-loss /spec/paused --accept-loss /spec/replicas --accept-loss /spec/tier"))
-		Expect(msg).NotTo(ContainSubstring("spec.migration.acceptLoss"))
-		Expect(g.fresh(ctx).Status.StoredVersions).To(ContainElement("v1"))
-		expectNothingWritten(ctx)
-	})
+	walkDoors(func() *lossyFixture { return f },
+		doorRow{proveDoor, func(_ context.Context, f *lossyFixture, words string) {
+			for _, p := range f.paths() {
+				Expect(words).To(ContainSubstring("LOST      "+p+" at v1: 1 of"), p)
+			}
+			Expect(words).To(ContainSubstring(acceptFlags))
+		}},
+		doorRow{managedDoor, func(_ context.Context, _ *lossyFixture, words string) {
+			Expect(words).To(ContainSubstring("list the paths in spec.migration.acceptLoss"))
+		}},
+		doorRow{gitOpsDoor, nil},
+		doorRow{migrateDoor, func(_ context.Context, _ *lossyFixture, words string) {
+			Expect(words).To(ContainSubstring(acceptFlags))
+			Expect(words).NotTo(ContainSubstring("spec.migration.acceptLoss"))
+		}},
+	)
 
 	It("the same conversion made lossless: prove exits 0, migrate --prune graduates, every value reads back at v1", func(ctx SpecContext) {
-		g.convertWith(ctx, lossless)
-		code, _, _ := graduator(ctx, "prove", g.crd.Name)
-		Expect(code).To(Equal(0))
-		code, _, _ = graduator(ctx, "migrate", g.crd.Name, "--prune", "--quiet")
-		Expect(code).To(Equal(0))
-		Expect(g.fresh(ctx).Status.StoredVersions).To(Equal([]string{"v2"}))
-		g.expectStoredAll(ctx, g.group+"/v2")
-		expectSpecsAtV1(ctx, g, valuePopulation, valueSpec)
+		f.expectGraduatesLossless(ctx)
 	})
 })
-
-// waitBlockedOnValues waits for the policy of g's CRD to be Blocked for
-// ConversionLossy, naming the three value paths.
-func waitBlockedOnValues(ctx context.Context, g gadgets) *graduatorv1alpha1.CRDVersionPolicy {
-	GinkgoHelper()
-	var policy *graduatorv1alpha1.CRDVersionPolicy
-	Eventually(func(g2 Gomega) {
-		policy = getPolicy(ctx, g.crd.Name)
-		g2.Expect(policy.Status.Phase).To(Equal(graduatorv1alpha1.PhaseBlocked))
-		c := apimeta.FindStatusCondition(policy.Status.Conditions, graduatorv1alpha1.ConditionReady)
-		g2.Expect(c).NotTo(BeNil())
-		g2.Expect(c.Reason).To(Equal(graduation.ReasonConversionLossy))
-		for _, p := range lostValuePaths {
-			g2.Expect(c.Message).To(ContainSubstring(p+" on 1 of"), p)
-		}
-	}).WithTimeout(2 * time.Minute).Should(Succeed())
-	Expect(policy.Status.RoundTrip).NotTo(BeNil())
-	return policy
-}
 
 // writeKubeconfig writes a kubeconfig of the test environment for the
 // CLI, removed when the container ends.
