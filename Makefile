@@ -210,7 +210,7 @@ bench-scale: N = 1000000
 bench-scale: SCALE_CACHED_NS ?= 6000,100000
 bench-scale: SCALE_OPERATOR_MAX ?= 0
 bench-scale: SCALE_ROUNDS ?= 4
-bench-scale: envtest-assets ## The scale run: watch cache on up to 100,000 (4 rounds), off at N (about three hours).
+bench-scale: envtest-assets ## The scale run, cache on to 100,000 (4 rounds), off at N (~3 h).
 	$(GO) build -o $(BIN)/bench ./test/bench
 	GO=$(GO) $(BIN)/bench -sections scale -scale-ns $(SCALE_CACHED_NS) -rounds $(SCALE_ROUNDS) -watch-cache=true -scale-operator-max $(SCALE_OPERATOR_MAX) -docs "$(DOCS)"
 	GO=$(GO) $(BIN)/bench -sections scale -scale-ns $(N) -watch-cache=false -scale-operator-max $(SCALE_OPERATOR_MAX) -docs "$(DOCS)"
