@@ -206,8 +206,11 @@ func unreachableErr(err error) bool {
 // endpoints count: one not ready takes no request through the Service.
 func Addresses(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 	slice, sliceErr := cs.DiscoveryV1().EndpointSlices(serviceNamespace).Get(ctx, serviceName, metav1.GetOptions{})
-	if sliceErr == nil {
+	switch {
+	case sliceErr == nil:
 		return sliceAddresses(slice), nil
+	case !apierrors.IsForbidden(sliceErr) && !apierrors.IsNotFound(sliceErr):
+		return nil, notNow{fmt.Errorf("read the %s EndpointSlice in %s: %w", serviceName, serviceNamespace, sliceErr)}
 	}
 	endpoints, err := cs.CoreV1().Endpoints(serviceNamespace).Get(ctx, serviceName, metav1.GetOptions{}) //nolint:staticcheck // the fallback where the slice cannot be read
 	if err != nil {
@@ -216,6 +219,15 @@ func Addresses(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 	}
 	return endpointsAddresses(endpoints), nil
 }
+
+// notNow is a read that failed for a reason that may pass (a timeout, a
+// server busy or restarting): the servers are neither known to agree nor
+// beyond counting, so the check is taken again rather than left to the
+// clock.
+type notNow struct{ err error }
+
+func (e notNow) Error() string { return e.err.Error() }
+func (e notNow) Unwrap() error { return e.err }
 
 // identityLeases counts the live kube-apiserver identity Leases in
 // kube-system: each API server renews its own (every 10 s, for an hour), so

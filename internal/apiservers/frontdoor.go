@@ -110,7 +110,9 @@ func frontDoor(want string, n int, howCounted string, answers []Answer) (State, 
 	for i, a := range answers {
 		switch {
 		case a.Err != nil:
-			return Unchecked, fmt.Sprintf("the front door did not answer: %s", short(a.Err))
+			// The front door is how the run reaches the cluster: an
+			// answer missing now is asked again, not left to the clock.
+			return Behind, fmt.Sprintf("the front door did not answer (looking again): %s", short(a.Err))
 		case a.Hash == "":
 			return Behind, fmt.Sprintf("an API server behind the front door does not serve the storage version yet (answer %d of %d)",
 				i+1, len(answers))

@@ -34,6 +34,7 @@ limitations under the License.
 package apiservers
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,7 +47,8 @@ const (
 	// Agree: every API server listed serves the wanted storage version hash.
 	Agree State = "Agree"
 	// Behind: an API server serves another hash (or not the resource yet):
-	// it still writes another version. Wait for it.
+	// it still writes another version. Wait for it. Also a check that
+	// could not be taken now (a read timed out): wait, and ask again.
 	Behind State = "Behind"
 	// Unchecked: the API servers cannot be asked one by one (the addresses
 	// cannot be read, or one cannot be reached, as in a managed control
@@ -91,6 +93,9 @@ type Answer struct {
 func Judge(want string, listed []string, listErr error, answers []Answer) Verdict {
 	servers := slices.Sorted(slices.Values(listed))
 	switch {
+	case errors.As(listErr, new(notNow)):
+		return Verdict{State: Behind, Reason: fmt.Sprintf("whether every API server serves the storage version cannot be told yet, "+
+			"as the API servers could not be listed now (looking again): %s", short(listErr))}
 	case listErr != nil:
 		return Verdict{State: Unchecked, Reason: fmt.Sprintf("the API servers cannot be listed: %v", listErr)}
 	case len(servers) == 0:

@@ -70,6 +70,9 @@ func TestJudge(t *testing.T) {
 		{"a server listed but not asked is not taken for agreeing", three, nil, agree("10.0.0.1:6443", "10.0.0.2:6443"),
 			Unchecked, "10.0.0.3:6443 was not asked"},
 		{"the slice cannot be read", nil, errors.New("forbidden"), nil, Unchecked, "cannot be listed: forbidden"},
+		{"the slice cannot be read now (a timeout): not the clock, the check again", nil,
+			notNow{errors.New("the server was unable to return a response in the time allotted")}, nil, Behind,
+			"could not be listed now (looking again): the server was unable"},
 		{"the slice lists nobody", nil, nil, nil, Unchecked, "lists no API server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,9 +156,9 @@ func TestJudgeFrontDoor(t *testing.T) {
 			append(answers(3, -1, "a"), Answer{Server: "https://lb:443"}), Behind, []string{"does not serve the storage version yet"}},
 		{"one serving certificate for every answer: affinity cannot be told", unreachable, three, answers(23, -1, "a"), Agree,
 			[]string{"same serving certificate", "session affinity"}},
-		{"the front door does not answer", unreachable, three,
-			append(answers(3, -1, "a"), Answer{Server: "https://lb:443", Err: errors.New("connection reset by peer")}), Unchecked,
-			[]string{"the front door did not answer: connection reset by peer", "cannot be asked one by one"}},
+		{"the front door does not answer: asked again, not left to the clock", unreachable, three,
+			append(answers(3, -1, "a"), Answer{Server: "https://lb:443", Err: errors.New("connection reset by peer")}), Behind,
+			[]string{"the front door did not answer (looking again): connection reset by peer", "cannot be asked one by one"}},
 		{"one server: the front door is the server", Verdict{State: Unchecked}, Count{Listed: 1, Leases: 1}, answers(1, -1, "a"), Agree,
 			[]string{"the one API server (1 by their identity Leases) serves storage version hash new"}},
 		{"the count unknown: nothing can be derived", unreachable, Count{ListErr: errors.New("forbidden"), LeasesErr: errLeasesForbidden}, nil,
@@ -236,6 +239,11 @@ func TestAddresses(t *testing.T) {
 		{"the Endpoints when the slice is forbidden", []runtime.Object{slice(at(nil, "10.9.9.9")), endpoints}, forbidSlices,
 			[]string{"10.0.0.1:6443", "10.0.0.2:6443"}, ""},
 		{"neither can be read", nil, forbidSlices, nil, "forbidden (reading them takes get on the EndpointSlice"},
+		{"the slice not read now: no fallback, a check to take again", []runtime.Object{endpoints}, func(cs *fake.Clientset) {
+			cs.PrependReactor("get", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewTimeoutError("the server was unable to return a response in the time allotted", 1)
+			})
+		}, nil, "read the kubernetes EndpointSlice in default: the server was unable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset(tc.objects...)
@@ -244,6 +252,9 @@ func TestAddresses(t *testing.T) {
 			}
 			got, err := Addresses(context.Background(), cs)
 			if tc.wantErr != "" {
+				if strings.Contains(tc.name, "now") && !errors.As(err, new(notNow)) {
+					t.Errorf("a read that may pass is not told apart: %v", err)
+				}
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Addresses error = %v, want one saying %q", err, tc.wantErr)
 				}
