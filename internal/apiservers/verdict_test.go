@@ -243,7 +243,7 @@ func TestAddresses(t *testing.T) {
 			cs.PrependReactor("get", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewTimeoutError("the server was unable to return a response in the time allotted", 1)
 			})
-		}, nil, "read the kubernetes EndpointSlice in default: the server was unable"},
+		}, nil, "read the kubernetes EndpointSlice in default: Timeout: the server was unable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset(tc.objects...)
