@@ -84,11 +84,10 @@ type policyReconciler struct {
 // by kustomize's namespace. Without these rights it waits the settle delay
 // instead, and says so. Where their addresses cannot be dialled, it asks
 // through its own address as often as their number takes, counted by their
-// identity Leases in kube-system (list on leases: a ClusterRole cannot name
-// a namespace).
+// identity Leases in kube-system: list on leases there is in the Role of
+// config/rbac/space-ledger, beside the etcd space ledger's rights.
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get,resourceNames=kubernetes
 // +kubebuilder:rbac:groups="",resources=endpoints,verbs=get,resourceNames=kubernetes
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list
 //
 // The rights to drive the in-tree migrator (create, get, watch and delete
 // storageversionmigrations, engine StorageVersionMigration) are not here

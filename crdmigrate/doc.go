@@ -82,7 +82,7 @@ limitations under the License.
 //	// +kubebuilder:rbac:groups=YOUR.GROUP,resources=*,verbs=get;list;patch
 //	// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get,resourceNames=kubernetes
 //	// +kubebuilder:rbac:groups="",resources=endpoints,verbs=get,resourceNames=kubernetes
-//	// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list
+//	// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=list,namespace=kube-system
 //
 // The last three let it ask every API server whether it serves the new
 // storage version before a run's first write and before the prune: one by
