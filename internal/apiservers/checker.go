@@ -106,9 +106,14 @@ func (c *Checker) Check(ctx context.Context, r Resource) Verdict {
 	if err != nil {
 		return Judge(want, nil, err, nil)
 	}
-	servers, listErr := Addresses(ctx, cs)
+	// The reads are bounded as each server's answer is: through a balancer
+	// one may land on a server that cannot answer now, and the check is
+	// then taken again (a read that may pass) rather than stalled.
+	readCtx, cancel := context.WithTimeout(ctx, c.timeout())
+	defer cancel()
+	servers, listErr := Addresses(readCtx, cs)
 	count := Count{Listed: len(servers), ListErr: listErr}
-	count.Leases, count.LeasesErr = identityLeases(ctx, cs, c.clock().Now())
+	count.Leases, count.LeasesErr = identityLeases(readCtx, cs, c.clock().Now())
 	direct := Verdict{State: Unchecked}
 	if !count.one() {
 		direct = Judge(want, servers, listErr, c.askEach(ctx, servers, r))
@@ -178,6 +183,13 @@ func (c *Checker) remember(addr string, err error) {
 		c.unreachable = map[string]unreachable{}
 	}
 	c.unreachable[addr] = unreachable{err: err, since: c.clock().Now()}
+}
+
+func (c *Checker) timeout() time.Duration {
+	if c.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
 }
 
 func (c *Checker) clock() clock.PassiveClock {
@@ -330,10 +342,7 @@ func (c *Checker) ask(ctx context.Context, addr string, r Resource) Answer {
 // askAt asks cfg's host for r's discovery on a connection of its own, and
 // returns the hash it serves and the fingerprint of its certificate.
 func (c *Checker) askAt(ctx context.Context, cfg *rest.Config, r Resource) (hash, peer string, err error) {
-	cfg.Timeout = c.Timeout
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
-	}
+	cfg.Timeout = c.timeout()
 	// A Proxy of its own keeps the transport out of client-go's cache (a
 	// fresh connection each time), and the dialer bounds the connection.
 	if cfg.Proxy == nil {
