@@ -249,18 +249,12 @@ var _ = Describe("graduator prepare across contexts", Ordered, func() {
 		})
 		Expect(errors.Join(errs...)).NotTo(HaveOccurred())
 
-		root, err := envtestutil.ModuleRoot()
-		Expect(err).NotTo(HaveOccurred())
-		data, err := os.ReadFile(filepath.Join(root, "config", "prepare", "role.yaml"))
-		Expect(err).NotTo(HaveOccurred())
-		var role rbacv1.ClusterRole
-		Expect(yaml.UnmarshalStrict(data, &role)).To(Succeed())
-		group := rbacv1.PolicyRule{APIGroups: []string{prepGroup}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch"}}
+		rules, group := prepareRules(), preparedGroup
 		Expect(access.RuleFor(prepGroup)).To(ContainSubstring(`verbs: ["get", "list", "patch"]`), "the rule the docs give")
 
 		kc := clientcmdapi.NewConfig()
 		for _, p := range rig {
-			bind(ctx, p, preparer, append(role.Rules, group))
+			bind(ctx, p, preparer, append(rules, group))
 			Expect(addContext(kc, p.name, p.env, envtest.User{Name: preparer})).To(Succeed())
 		}
 		// gone: plane-c of the suite, stopped.
@@ -473,7 +467,7 @@ var _ = Describe("graduator prepare across contexts", Ordered, func() {
 		Expect(p.env.Client.Update(ctx, role)).To(Succeed())
 		DeferCleanup(func(ctx context.Context) {
 			Expect(p.env.Client.Get(ctx, client.ObjectKey{Name: preparer}, role)).To(Succeed())
-			role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{prepGroup}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch"}})
+			role.Rules = append(role.Rules, preparedGroup)
 			Expect(p.env.Client.Update(ctx, role)).To(Succeed())
 		})
 		before := len(realWrites(p, preparer, ""))

@@ -63,6 +63,50 @@ func plantGraduated(ctx context.Context, env *envtestutil.Env, kind string, old 
 	Expect(crd.Status.StoredVersions).To(Equal([]string{"v2"}))
 }
 
+// preparerPlane starts a plane named name whose preparer holds what
+// config/prepare grants and the objects' group, and writes in dir a
+// kubeconfig whose current context is that plane as the preparer (more adds
+// contexts to it).
+func preparerPlane(ctx context.Context, dir, name string, more func(*clientcmdapi.Config)) (*plane, string) {
+	GinkgoHelper()
+	p := &plane{name: name}
+	err := startPlane(p, filepath.Join(dir, p.name))
+	DeferCleanup(func() error {
+		if p.env != nil {
+			return p.env.Stop()
+		}
+		return nil
+	})
+	Expect(err).NotTo(HaveOccurred())
+	bind(ctx, p, preparer, append(prepareRules(), preparedGroup))
+	kc := clientcmdapi.NewConfig()
+	Expect(addContext(kc, p.name, p.env, envtest.User{Name: preparer})).To(Succeed())
+	if more != nil {
+		more(kc)
+	}
+	kc.CurrentContext = p.name
+	config := filepath.Join(dir, "kubeconfig")
+	Expect(clientcmd.WriteToFile(*kc, config)).To(Succeed())
+	return p, config
+}
+
+// prepareRules are the rules of config/prepare/role.yaml, what the docs
+// grant prepare besides the objects.
+func prepareRules() []rbacv1.PolicyRule {
+	GinkgoHelper()
+	root, err := envtestutil.ModuleRoot()
+	Expect(err).NotTo(HaveOccurred())
+	data, err := os.ReadFile(filepath.Join(root, "config", "prepare", "role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	var role rbacv1.ClusterRole
+	Expect(yaml.UnmarshalStrict(data, &role)).To(Succeed())
+	return role.Rules
+}
+
+// preparedGroup is the rule that grants prepare the objects of prepGroup,
+// as the chart's prepare.groups does.
+var preparedGroup = rbacv1.PolicyRule{APIGroups: []string{prepGroup}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch"}}
+
 // releaseN is release N's CRD of kind: v1 only, its storage version.
 func releaseN(kind string) *apiextensionsv1.CustomResourceDefinition {
 	return prepCRD(kind, false, v1)
@@ -79,34 +123,12 @@ var _ = Describe("graduator prepare rolling back to a release that knows only v1
 
 	BeforeAll(func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
-		p = &plane{name: "rollback-a"}
-		err := startPlane(p, filepath.Join(dir, p.name))
-		DeferCleanup(func() error {
-			if p.env != nil {
-				return p.env.Stop()
-			}
-			return nil
+		p, config = preparerPlane(ctx, dir, "rollback-a", func(kc *clientcmdapi.Config) {
+			main, err := clientcmd.LoadFromFile(kubeconfig)
+			Expect(err).NotTo(HaveOccurred())
+			kc.Clusters["gone"], kc.AuthInfos["gone"] = main.Clusters["plane-c"], main.AuthInfos["plane-c"]
+			kc.Contexts["gone"] = &clientcmdapi.Context{Cluster: "gone", AuthInfo: "gone"}
 		})
-		Expect(err).NotTo(HaveOccurred())
-
-		root, err := envtestutil.ModuleRoot()
-		Expect(err).NotTo(HaveOccurred())
-		data, err := os.ReadFile(filepath.Join(root, "config", "prepare", "role.yaml"))
-		Expect(err).NotTo(HaveOccurred())
-		var role rbacv1.ClusterRole
-		Expect(yaml.UnmarshalStrict(data, &role)).To(Succeed())
-		group := rbacv1.PolicyRule{APIGroups: []string{prepGroup}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch"}}
-		bind(ctx, p, preparer, append(role.Rules, group))
-
-		kc := clientcmdapi.NewConfig()
-		Expect(addContext(kc, p.name, p.env, envtest.User{Name: preparer})).To(Succeed())
-		main, err := clientcmd.LoadFromFile(kubeconfig)
-		Expect(err).NotTo(HaveOccurred())
-		kc.Clusters["gone"], kc.AuthInfos["gone"] = main.Clusters["plane-c"], main.AuthInfos["plane-c"]
-		kc.Contexts["gone"] = &clientcmdapi.Context{Cluster: "gone", AuthInfo: "gone"}
-		kc.CurrentContext = p.name
-		config = filepath.Join(dir, "kubeconfig")
-		Expect(clientcmd.WriteToFile(*kc, config)).To(Succeed())
 
 		plantGraduated(ctx, p.env, "Gamma", &v1Served, n)
 		plantGraduated(ctx, p.env, "Delta", &v1Unserve, n)

@@ -25,16 +25,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/graduator/graduator/internal/driver"
@@ -79,28 +75,7 @@ var _ = Describe("graduator prepare rolling back across a conversion webhook", O
 
 	BeforeAll(func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
-		p = &plane{name: "rollback-w"}
-		err := startPlane(p, filepath.Join(dir, p.name))
-		DeferCleanup(func() error {
-			if p.env != nil {
-				return p.env.Stop()
-			}
-			return nil
-		})
-		Expect(err).NotTo(HaveOccurred())
-		root, err := envtestutil.ModuleRoot()
-		Expect(err).NotTo(HaveOccurred())
-		data, err := os.ReadFile(filepath.Join(root, "config", "prepare", "role.yaml"))
-		Expect(err).NotTo(HaveOccurred())
-		var role rbacv1.ClusterRole
-		Expect(yaml.UnmarshalStrict(data, &role)).To(Succeed())
-		bind(ctx, p, preparer, append(role.Rules,
-			rbacv1.PolicyRule{APIGroups: []string{prepGroup}, Resources: []string{"*"}, Verbs: []string{"get", "list", "patch"}}))
-		kc := clientcmdapi.NewConfig()
-		Expect(addContext(kc, p.name, p.env, envtest.User{Name: preparer})).To(Succeed())
-		kc.CurrentContext = p.name
-		config = filepath.Join(dir, "kubeconfig")
-		Expect(clientcmd.WriteToFile(*kc, config)).To(Succeed())
+		p, config = preparerPlane(ctx, dir, "rollback-w", nil)
 
 		By(fmt.Sprintf("release N+1: %d epsilons stored as v2 through the conversion webhook, each with spec.only2", n))
 		bin, err := gexec.Build("github.com/graduator/graduator/test/roundtripwebhook")
@@ -115,7 +90,7 @@ var _ = Describe("graduator prepare rolling back across a conversion webhook", O
 				"spec":     map[string]any{"colour": fmt.Sprintf("c%d", i), "only2": "kept in v2 only"}}}
 		})).To(Succeed())
 
-		data, err = yaml.Marshal(epsilons(nil))
+		data, err := yaml.Marshal(epsilons(nil))
 		Expect(err).NotTo(HaveOccurred())
 		release = filepath.Join(dir, "release-n.yaml")
 		Expect(os.WriteFile(release, data, 0o600)).To(Succeed())
