@@ -151,7 +151,7 @@ func (c *Checker) askEach(ctx context.Context, servers []string, r Resource) []A
 // not requests, so only fresh ones reach every server.
 func (c *Checker) askFrontDoor(ctx context.Context, r Resource, k int) []Answer {
 	answers := make([]Answer, k)
-	g, ctx := errgroup.WithContext(ctx)
+	var g errgroup.Group
 	g.SetLimit(frontDoorInFlight)
 	for i := range answers {
 		g.Go(func() error {
